@@ -1,0 +1,93 @@
+/* darknet_plugin.h: the interface between patched Darknet and a plugin.
+ *
+ * Darknet loads a plugin with `darknet -plugin PATH ...` or DARKNET_PLUGIN=PATH,
+ * calls its `darknet_plugin_init` once before the command runs, and then calls
+ * the hooks the plugin filled in (a NULL hook is never called).  With no plugin,
+ * or a plugin that fills in no hook, Darknet behaves exactly as stock.
+ *
+ * Hook return values: DN_OK, DN_SKIP where a hook documents it, or a negative
+ * dn_status.  A negative value ends the run: Darknet calls `finish` with the
+ * status and exits non-zero.  The plugin prints its own message first.
+ *
+ * Layers are passed by value inside Darknet's loops; a hook that changes a
+ * layer must change net->layers[i], which the "before" hooks see before the
+ * loop copies it.
+ */
+#ifndef DARKNET_PLUGIN_H
+#define DARKNET_PLUGIN_H
+
+#include <stddef.h>
+#include "darknet.h"
+
+#define DN_PLUGIN_API_VERSION 1
+
+typedef enum {
+    DN_OK = 0,
+    DN_SKIP = 1,          /* before-hooks: Darknet skips the step itself */
+    DN_ERR_CONFIG = -1,   /* bad cfg, flag or file: the user's to fix */
+    DN_ERR_ABI = -2,      /* plugin and Darknet built differently */
+    DN_ERR_RUNTIME = -3,  /* communication, memory, I/O */
+} dn_status;
+
+typedef enum { DN_BEFORE = 0, DN_AFTER = 1 } dn_when;
+
+/* What Darknet was built as; the plugin refuses to run on a mismatch, since
+ * `layer` and `network` change layout with -DGPU and with our patches. */
+typedef struct dn_abi {
+    int api_version;
+    size_t layer_size;
+    size_t network_size;
+    size_t load_args_size;
+    int gpu;
+} dn_abi;
+
+#ifdef GPU
+#define DN_ABI_GPU 1
+#else
+#define DN_ABI_GPU 0
+#endif
+#define DN_ABI_CURRENT { DN_PLUGIN_API_VERSION, sizeof(layer), sizeof(network), \
+                         sizeof(load_args), DN_ABI_GPU }
+
+typedef struct dn_hooks {
+    void *ctx;
+    /* Every option of every cfg section, after Darknet built that section's
+     * layer (layer = -1 for [net]).  Return 1 to claim the key (Darknet then
+     * does not call it unused), 0 to leave it. */
+    int (*cfg_option)(void *ctx, const char *cfg, int line, int layer,
+                      const char *section, const char *key, const char *val);
+    /* After load_network: cfg parsed, weights loaded, -clear applied. */
+    int (*network_built)(void *ctx, network *net, const char *cfg);
+    /* Around each layer in the forward, backward and update loops (CPU and
+     * GPU).  backward/update DN_BEFORE may return DN_SKIP. */
+    int (*forward_layer)(void *ctx, network *net, int i, dn_when when);
+    int (*backward_layer)(void *ctx, network *net, int i, dn_when when);
+    int (*update_layer)(void *ctx, network *net, int i, dn_when when, update_args *a);
+    /* Around the whole update; DN_BEFORE may return DN_SKIP, which skips
+     * every layer's own update (the per-layer hooks still run). */
+    int (*update)(void *ctx, network *net, dn_when when, update_args *a);
+    /* After train_network: the loss Darknet will report, which the hook may
+     * replace (e.g. by its mean over ranks). */
+    int (*train_step)(void *ctx, network *net, float *loss);
+    /* After load_weights read `file` into net. */
+    int (*weights_loaded)(void *ctx, network *net, const char *file);
+    /* Saving: begin returns DN_OK to write the file in this process, DN_SKIP
+     * to go through the layers without writing (other ranks); save_layer runs
+     * around each layer; end runs after the file is in place. */
+    int (*save_begin)(void *ctx, network *net, const char *file);
+    int (*save_layer)(void *ctx, network *net, int i, dn_when when);
+    int (*save_end)(void *ctx, network *net, const char *file);
+    /* Once, at the end of the run (status 0) or before an error exit. */
+    void (*finish)(void *ctx, int status);
+    /* Rank and world size, for Darknet's data loader and batch accounting. */
+    int rank;
+    int world;
+} dn_hooks;
+
+/* The one symbol a plugin exports.  It may remove its own flags from argv
+ * (updating *argc).  Returns DN_OK or a negative dn_status. */
+typedef int (*dn_plugin_init_fn)(const dn_abi *abi, int *argc, char **argv, dn_hooks *hooks);
+#define DN_PLUGIN_INIT_SYMBOL "darknet_plugin_init"
+int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *hooks);
+
+#endif

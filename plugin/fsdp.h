@@ -1,0 +1,29 @@
+/* fsdp.h: status codes and check macros shared by every part of the plugin. */
+#ifndef FSDP_H
+#define FSDP_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum {
+    FSDP_OK = 0,
+    FSDP_ERR_CONFIG,   /* bad cfg key, value, group layout, flag or file */
+    FSDP_ERR_ABI,      /* Darknet and the plugin were built differently */
+    FSDP_ERR_MISMATCH, /* ranks disagree (cfg, world size, checkpoint) */
+    FSDP_ERR_COMM,     /* MPI or NCCL failed */
+    FSDP_ERR_CUDA,
+    FSDP_ERR_NOMEM,
+    FSDP_ERR_IO,
+    FSDP_ERR_UNSUPPORTED,
+} fsdp_status;
+
+const char *fsdp_status_str(fsdp_status s);
+
+/* Prints "fsdp: <what>" on stderr and returns the status, so a caller can
+ * write `return fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: ...", file, line);`. */
+fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define FSDP_TRY(expr) do { fsdp_status _s = (expr); if (_s != FSDP_OK) return _s; } while (0)
+
+#endif

@@ -1,0 +1,59 @@
+/* fsdp_backend.h: one collective interface, two engines (MPI on host
+ * memory, NCCL on device memory), in the style of ggml's backends: a struct
+ * of function pointers plus an opaque context.
+ *
+ * Counts are in floats.  Every rank calls every collective in the same order
+ * with the same counts (SPMD); a backend never decides on its own to skip one.
+ * `shard` counts are per rank: a full buffer holds world * shard floats,
+ * rank r's part starting at r * shard (callers pad to make sizes divisible).
+ */
+#ifndef FSDP_BACKEND_H
+#define FSDP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fsdp.h"
+
+typedef enum { FSDP_MEM_HOST = 0, FSDP_MEM_DEVICE = 1 } fsdp_mem;
+
+typedef struct fsdp_backend fsdp_backend;
+struct fsdp_backend {
+    const char *name;   /* "mpi", "nccl", "self" */
+    int rank;
+    int world;
+    fsdp_mem mem;       /* where buffers passed to it live */
+    void *ctx;
+    /* full[r*shard .. (r+1)*shard) = shard of rank r, on every rank. */
+    fsdp_status (*all_gather)(fsdp_backend *b, const float *shard, float *full, size_t shard_count);
+    /* shard = sum over ranks of full[rank*shard .. (rank+1)*shard). */
+    fsdp_status (*reduce_scatter)(fsdp_backend *b, const float *full, float *shard, size_t shard_count);
+    /* buf = sum over ranks of buf, in place. */
+    fsdp_status (*all_reduce)(fsdp_backend *b, float *buf, size_t count);
+    /* bytes of host memory from root to every rank (setup, checks). */
+    fsdp_status (*broadcast)(fsdp_backend *b, void *buf, size_t bytes, int root);
+    /* Host-side helpers for setup checks: min and max of a value over ranks. */
+    fsdp_status (*min_max_u64)(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max);
+    /* Sum of doubles over ranks, in place, host memory (losses, stats). */
+    fsdp_status (*sum_f64)(fsdp_backend *b, double *v, size_t count);
+    fsdp_status (*barrier)(fsdp_backend *b);
+    void (*destroy)(fsdp_backend *b);
+};
+
+/* MPI_COMM_WORLD on host memory; MPI must be initialised.  Counts beyond
+ * INT_MAX are split into chunks. */
+fsdp_status fsdp_backend_mpi_create(fsdp_backend **out);
+/* A world of one: collectives are copies; no MPI needed. */
+fsdp_status fsdp_backend_self_create(fsdp_backend **out);
+#ifdef GPU
+/* NCCL on device memory, on its own stream; the unique id travels over MPI. */
+fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device);
+#endif
+
+/* Per-rank shard size for n floats: ceil(n / world), so that world * shard >= n.
+ * The padding (world * shard - n floats) is zero and never leaves the plugin. */
+static inline size_t fsdp_shard_count(size_t n, int world)
+{
+    return (n + (size_t)world - 1) / (size_t)world;
+}
+
+#endif
