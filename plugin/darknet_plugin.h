@@ -49,6 +49,14 @@ typedef struct dn_abi {
 #define DN_ABI_CURRENT { DN_PLUGIN_API_VERSION, sizeof(layer), sizeof(network), \
                          sizeof(load_args), DN_ABI_GPU }
 
+/* Field by field: padding bytes in dn_abi are not comparable. */
+static inline int dn_abi_equal(const dn_abi *a, const dn_abi *b)
+{
+    return a->api_version == b->api_version && a->layer_size == b->layer_size &&
+           a->network_size == b->network_size && a->load_args_size == b->load_args_size &&
+           a->gpu == b->gpu;
+}
+
 typedef struct dn_hooks {
     void *ctx;
     /* Every option of every cfg section, after Darknet built that section's

@@ -1,0 +1,15 @@
+# Test plugins and tools the driver scripts use.
+foreach(p plugin_counter plugin_empty)
+  add_library(${p} MODULE ${p}.c)
+  target_include_directories(${p} PRIVATE "${CMAKE_SOURCE_DIR}/plugin" "${DARKNET_SRC}/include")
+  get_target_property(_defs darknet_lib INTERFACE_COMPILE_DEFINITIONS)
+  if(_defs)
+    target_compile_definitions(${p} PRIVATE ${_defs})
+  endif()
+  set_target_properties(${p} PROPERTIES PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
+endforeach()
+add_executable(fsdp_wdiff wdiff.c)
+target_link_libraries(fsdp_wdiff PRIVATE m)
+set_target_properties(fsdp_wdiff PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")
+
+fsdp_script_test(hooks_and_seed test_hooks.sh)

@@ -1,0 +1,44 @@
+# Shared helpers for the driver scripts in tests/.  Source it; it sets -eu.
+set -euo pipefail
+B=${FSDP_BUILD:?FSDP_BUILD must name the build folder}
+S=${FSDP_SOURCE:?FSDP_SOURCE must name the source folder}
+DN=$B/darknet
+PLUGIN=$B/libdarknet_fsdp.so
+WDIFF=$B/fsdp_wdiff
+read -r -a MPIRUN <<< "${FSDP_MPIRUN:-mpirun --oversubscribe}"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+FAILS=0
+CHECKS=0
+
+pass() { CHECKS=$((CHECKS + 1)); echo "ok   - $*"; }
+fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL - $*"; }
+check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+check_not() { local what=$1; shift; if "$@"; then fail "$what"; else pass "$what"; fi; }
+finish() { echo "$((CHECKS - FAILS)) passed, $FAILS failed"; [ "$FAILS" = 0 ]; }
+
+# make_data DIR [make-testdata options]: a small labelled image set.
+make_data() { "$S/tools/make-testdata" "$@" >/dev/null; }
+
+# train OUT_WEIGHTS DATA CFG [darknet args...]: one process, no plugin.
+# Runs in the data folder; copies the final weights to OUT_WEIGHTS.
+train() {
+  local out=$1 data=$2 cfg=$3; shift 3
+  local base; base=$(basename "$cfg" .cfg)
+  (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
+   "$DN" "$@" classifier train "$data" "$cfg" > "$out.log" 2>&1) || { echo "darknet failed, log:"; tail -20 "$out.log"; return 1; }
+  cp "$(dirname "$data")/backup/$base.weights" "$out"
+}
+
+# train_np OUT_WEIGHTS NP DATA CFG [darknet args...]: NP ranks with the plugin.
+train_np() {
+  local out=$1 np=$2 data=$3 cfg=$4; shift 4
+  local base; base=$(basename "$cfg" .cfg)
+  (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
+   "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" "$@" classifier train "$data" "$cfg" > "$out.log" 2>&1) \
+    || { echo "mpirun -np $np failed, log:"; tail -30 "$out.log"; return 1; }
+  cp "$(dirname "$data")/backup/$base.weights" "$out"
+}
+
+# count NAME FILE: a value from a "name value" file.
+count() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
