@@ -6,6 +6,7 @@ add_library(fsdp_core STATIC ${FSDP_SOURCES})
 target_include_directories(fsdp_core PUBLIC "${CMAKE_SOURCE_DIR}/plugin"
     "${DARKNET_SRC}/include" "${DARKNET_SRC}/src")
 target_compile_options(fsdp_core PRIVATE -Wall -Wextra -Wno-unused-parameter)
+target_compile_definitions(fsdp_core PRIVATE _GNU_SOURCE)
 target_link_libraries(fsdp_core PUBLIC MPI::MPI_C m)
 get_target_property(_dn_defs darknet_lib INTERFACE_COMPILE_DEFINITIONS)
 if(_dn_defs)

@@ -6,6 +6,9 @@
  * with the same counts (SPMD); a backend never decides on its own to skip one.
  * `shard` counts are per rank: a full buffer holds world * shard floats,
  * rank r's part starting at r * shard (callers pad to make sizes divisible).
+ * all_gather and reduce_scatter also run in place: `shard` may be this rank's
+ * own part of `full` (full + rank * shard); any other overlap is an error.
+ * Collectives with a count of zero are no-ops on every rank.
  */
 #ifndef FSDP_BACKEND_H
 #define FSDP_BACKEND_H
@@ -42,6 +45,10 @@ struct fsdp_backend {
 /* MPI_COMM_WORLD on host memory; MPI must be initialised.  Counts beyond
  * INT_MAX are split into chunks. */
 fsdp_status fsdp_backend_mpi_create(fsdp_backend **out);
+/* Largest count one MPI call carries (floats; bytes for broadcast, doubles
+ * for sum_f64), clamped to [1, INT_MAX].  Default INT_MAX; tests lower it to
+ * exercise chunking on small buffers.  No effect on other backends. */
+void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats);
 /* A world of one: collectives are copies; no MPI needed. */
 fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 #ifdef GPU
@@ -49,11 +56,20 @@ fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device);
 #endif
 
+/* Checks shared by the engines, so that they refuse the same calls. */
+/* *in_place = 1 when shard is rank's own part of full; FSDP_ERR_UNSUPPORTED
+ * when they overlap any other way. */
+fsdp_status fsdp_backend_check_layout(const fsdp_backend *b, const float *shard,
+                                      const float *full, size_t shard_count, int *in_place);
+/* FSDP_ERR_COMM unless 0 <= root < world. */
+fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root);
+
 /* Per-rank shard size for n floats: ceil(n / world), so that world * shard >= n.
  * The padding (world * shard - n floats) is zero and never leaves the plugin. */
 static inline size_t fsdp_shard_count(size_t n, int world)
 {
-    return (n + (size_t)world - 1) / (size_t)world;
+    /* Not (n + world - 1) / world: that wraps for n near SIZE_MAX. */
+    return n / (size_t)world + (n % (size_t)world != 0);
 }
 
 #endif

@@ -1,7 +1,178 @@
-/* Placeholder entry point while the engine is being built. */
+/* libdarknet_fsdp.so's entry point: flags, MPI, the backend, and the hook
+ * table that hands Darknet's events to the engine. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include "darknet_plugin.h"
-int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *hooks)
+#include "fsdp_backend.h"
+#include "fsdp_engine.h"
+
+static fsdp_engine engine;
+static fsdp_status first_error = FSDP_OK;
+static int mpi_started;
+
+/* Darknet only needs to know whether to stop; the engine has printed why. */
+static int to_dn(fsdp_status s)
 {
-    (void)abi; (void)argc; (void)argv; (void)hooks;
+    if (s == FSDP_OK) return DN_OK;
+    if (first_error == FSDP_OK) first_error = s;
+    return s == FSDP_ERR_COMM || s == FSDP_ERR_NOMEM || s == FSDP_ERR_IO || s == FSDP_ERR_CUDA
+               ? DN_ERR_RUNTIME : DN_ERR_CONFIG;
+}
+
+static int h_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
+{
+    return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
+}
+static int h_built(void *c, network *net, const char *cfg) { return to_dn(fsdp_on_network_built(c, net)); }
+static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
+static int h_bwd(void *c, network *net, int i, dn_when w)
+{
+    int r = fsdp_on_backward(c, net, i, w);
+    if (r < 0 && first_error == FSDP_OK) first_error = FSDP_ERR_COMM;
+    return r;
+}
+static int h_update(void *c, network *net, dn_when w, update_args *a)
+{
+    fsdp_engine *e = c;
+    if (w == DN_AFTER || net != e->net) return DN_OK;
+    int r = to_dn(fsdp_on_update(e, net, a));
+    return r < 0 ? r : DN_SKIP;   /* the engine updated every sharded layer */
+}
+static int h_step(void *c, network *net, float *loss) { return to_dn(fsdp_on_train_step(c, net, loss)); }
+static int h_save_begin(void *c, network *net, const char *f)
+{
+    fsdp_engine *e = c;
+    return e->be->rank == 0 ? DN_OK : DN_SKIP;
+}
+static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_save_layer(c, net, i, w)); }
+static int h_save_end(void *c, network *net, const char *f) { return to_dn(fsdp_on_save_end(c, net)); }
+static int h_loaded(void *c, network *net, const char *f)
+{
+    fsdp_engine *e = c;
+    if (e->net && net == e->net)
+        return to_dn(fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s: loading weights into a network that is "
+                               "already sharded is not supported", f));
+    return DN_OK;
+}
+
+static void h_finish(void *c, int status)
+{
+    fsdp_engine *e = c;
+    fsdp_status s = FSDP_OK;
+    if (status == 0 && e->stats_path && e->be && e->be->rank == 0 && e->net)
+        s = fsdp_write_stats(e, e->stats_path);
+    int runtime = first_error == FSDP_ERR_COMM || first_error == FSDP_ERR_NOMEM ||
+                  first_error == FSDP_ERR_IO || first_error == FSDP_ERR_CUDA;
+    fsdp_backend *be = e->be;
+    fsdp_engine_free(e);
+    if (be) be->destroy(be);
+    if (mpi_started) {
+        /* After a runtime error other ranks may wait in a collective forever. */
+        if (runtime && status != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        MPI_Finalize();
+    }
+    if (s != FSDP_OK) exit(1);
+}
+
+/* Launched by mpirun, srun or another PMI launcher? Otherwise the world is
+ * one process and MPI is not needed. */
+static int under_launcher(void)
+{
+    const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
+                           "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+/* Removes "-name VALUE" from argv; returns VALUE, NULL if absent, or sets *bad. */
+static char *take_flag(int *argc, char **argv, const char *name, int *bad)
+{
+    for (int i = 1; i < *argc; ++i) {
+        if (strcmp(argv[i], name)) continue;
+        if (i + 1 >= *argc) {
+            fsdp_fail(FSDP_ERR_CONFIG, "%s needs a value", name);
+            *bad = 1;
+            return NULL;
+        }
+        char *v = argv[i + 1];
+        for (int j = i; j + 2 <= *argc; ++j) argv[j] = argv[j + 2];
+        *argc -= 2;
+        argv[*argc] = NULL;
+        return v;
+    }
+    return NULL;
+}
+
+static fsdp_status make_backend(const char *want, fsdp_backend **be)
+{
+    if (want && strcmp(want, "mpi") && strcmp(want, "nccl"))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: expected mpi or nccl", want);
+#ifndef GPU
+    if (want && !strcmp(want, "nccl"))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend nccl: this plugin was built without GPU support");
+#endif
+    if (!mpi_started) return fsdp_backend_self_create(be);
+    return fsdp_backend_mpi_create(be);
+}
+
+int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
+{
+    dn_abi mine = DN_ABI_CURRENT;
+    if (!dn_abi_equal(abi, &mine)) {
+        fsdp_fail(FSDP_ERR_ABI, "libdarknet_fsdp.so was built for a different Darknet (plugin API %d/%d, "
+                  "sizeof(layer) %zu/%zu, sizeof(network) %zu/%zu, GPU %d/%d: plugin/darknet); "
+                  "rebuild both with tools/setup", mine.api_version, abi->api_version, mine.layer_size,
+                  abi->layer_size, mine.network_size, abi->network_size, mine.gpu, abi->gpu);
+        return DN_ERR_ABI;
+    }
+    int bad = 0;
+    char *stats = take_flag(argc, argv, "-fsdp-stats", &bad);
+    char *backend = take_flag(argc, argv, "-fsdp-backend", &bad);
+    if (bad) return DN_ERR_CONFIG;
+
+    if (under_launcher()) {
+        int provided;
+        if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed");
+            return DN_ERR_RUNTIME;
+        }
+        mpi_started = 1;
+    }
+    fsdp_backend *be = NULL;
+    fsdp_status s = make_backend(backend, &be);
+    if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
+    if (s == FSDP_OK && stats) {
+        engine.stats_path = strdup(stats);
+        /* Fail now, not after hours of training, if the file cannot be written. */
+        char *dir = strdup(stats), *slash = strrchr(dir, '/');
+        const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+        if (access(d, W_OK) != 0) s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-stats %s: cannot write in %s", stats, d);
+        free(dir);
+    }
+    if (s != FSDP_OK) {
+        if (mpi_started) MPI_Finalize();
+        return s == FSDP_ERR_CONFIG ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
+    }
+    if (be->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
+        /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
+        if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;
+    }
+    h->ctx = &engine;
+    h->rank = be->rank;
+    h->world = be->world;
+    h->cfg_option = h_cfg;
+    h->network_built = h_built;
+    h->forward_layer = h_fwd;
+    h->backward_layer = h_bwd;
+    h->update = h_update;
+    h->train_step = h_step;
+    h->weights_loaded = h_loaded;
+    h->save_begin = h_save_begin;
+    h->save_layer = h_save_layer;
+    h->save_end = h_save_end;
+    h->finish = h_finish;
     return DN_OK;
 }

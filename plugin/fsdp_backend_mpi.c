@@ -1,0 +1,264 @@
+/* fsdp_backend_mpi.c: the collective interface over MPI, on host memory.
+ *
+ * The backend talks on its own duplicate of MPI_COMM_WORLD: its error
+ * handler (MPI_ERRORS_RETURN, so failures come back as a status) and its
+ * messages then never touch what the rest of the process does with MPI.
+ * Creating it is collective over MPI_COMM_WORLD; destroy it before
+ * MPI_Finalize.
+ *
+ * MPI counts are ints.  Longer buffers go in chunks of at most `limit`
+ * elements.  A chunk of an all-gather or reduce-scatter covers the slice
+ * [off, off + k) of every rank's shard, which is not contiguous in the full
+ * buffer; it passes through a staging buffer of world * k floats.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include "fsdp_backend.h"
+
+typedef struct {
+    MPI_Comm comm;
+    size_t limit; /* most elements one MPI call carries */
+} mpib_ctx;
+
+/* Bound on the staging buffer (floats, all ranks' slices together): chunking
+ * a huge buffer then costs a fixed amount of memory, not a second copy. */
+#define MPIB_STAGE_FLOATS ((size_t)1 << 24)
+
+static fsdp_status mpib_fail(int err, const char *file, int line)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error code %d", err);
+    return fsdp_fail(FSDP_ERR_COMM, "%s:%d: MPI error: %s", file, line, msg);
+}
+
+#define mpiCheck(call)                                                   \
+    do {                                                                 \
+        int _mpi_err = (call);                                           \
+        if (_mpi_err != MPI_SUCCESS)                                     \
+            return mpib_fail(_mpi_err, __FILE__, __LINE__);              \
+    } while (0)
+
+static MPI_Comm mpib_comm(const fsdp_backend *b)
+{
+    return ((const mpib_ctx *)b->ctx)->comm;
+}
+
+static size_t mpib_limit(const fsdp_backend *b)
+{
+    return ((const mpib_ctx *)b->ctx)->limit;
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* One chunk of a staged all-gather or reduce-scatter: slice [off, off + k)
+ * of every rank's shard, through `stage` (world * k floats). */
+typedef fsdp_status (*mpib_chunk_fn)(fsdp_backend *b, const float *in, float *out,
+                                     size_t n, size_t off, size_t k, float *stage);
+
+static fsdp_status gather_chunk(fsdp_backend *b, const float *shard, float *full,
+                                size_t n, size_t off, size_t k, float *stage)
+{
+    mpiCheck(MPI_Allgather(shard + off, (int)k, MPI_FLOAT, stage, (int)k, MPI_FLOAT,
+                           mpib_comm(b)));
+    for (int r = 0; r < b->world; r++)
+        memcpy(full + (size_t)r * n + off, stage + (size_t)r * k, k * sizeof(float));
+    return FSDP_OK;
+}
+
+static fsdp_status scatter_chunk(fsdp_backend *b, const float *full, float *shard,
+                                 size_t n, size_t off, size_t k, float *stage)
+{
+    for (int r = 0; r < b->world; r++)
+        memcpy(stage + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
+    mpiCheck(MPI_Reduce_scatter_block(stage, shard + off, (int)k, MPI_FLOAT, MPI_SUM,
+                                      mpib_comm(b)));
+    return FSDP_OK;
+}
+
+static fsdp_status run_staged(fsdp_backend *b, mpib_chunk_fn chunk, const float *in,
+                              float *out, size_t n)
+{
+    size_t c = min_size(min_size(mpib_limit(b), n), MPIB_STAGE_FLOATS / (size_t)b->world);
+    if (c == 0)
+        c = 1;
+    float *stage = malloc(c * (size_t)b->world * sizeof(float));
+    if (!stage)
+        return fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for a %zu-float staging buffer",
+                         c * (size_t)b->world);
+    fsdp_status s = FSDP_OK;
+    for (size_t off = 0; off < n && s == FSDP_OK; off += c)
+        s = chunk(b, in, out, n, off, min_size(c, n - off), stage);
+    free(stage);
+    return s;
+}
+
+static fsdp_status mpib_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+{
+    int in_place;
+    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
+    if (n == 0)
+        return FSDP_OK;
+    if (n > mpib_limit(b))
+        return run_staged(b, gather_chunk, shard, full, n);
+    mpiCheck(MPI_Allgather(in_place ? MPI_IN_PLACE : shard, (int)n, MPI_FLOAT,
+                           full, (int)n, MPI_FLOAT, mpib_comm(b)));
+    return FSDP_OK;
+}
+
+/* shard and full must not overlap. */
+static fsdp_status reduce_scatter_apart(fsdp_backend *b, const float *full, float *shard, size_t n)
+{
+    if (n > mpib_limit(b))
+        return run_staged(b, scatter_chunk, full, shard, n);
+    mpiCheck(MPI_Reduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b)));
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
+{
+    int in_place;
+    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
+    if (n == 0)
+        return FSDP_OK;
+    if (!in_place)
+        return reduce_scatter_apart(b, full, shard, n);
+    /* MPI forbids the output inside the input, and its MPI_IN_PLACE leaves
+     * the sum at the start of full, over another rank's part: reduce into a
+     * separate shard and copy it home. */
+    float *tmp = malloc(n * sizeof(float));
+    if (!tmp)
+        return fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for a %zu-float shard", n);
+    fsdp_status s = reduce_scatter_apart(b, full, tmp, n);
+    if (s == FSDP_OK)
+        memcpy(shard, tmp, n * sizeof(float));
+    free(tmp);
+    return s;
+}
+
+/* Sum in place over ranks of `count` elements of `type` (`size` bytes each). */
+static fsdp_status sum_in_place(fsdp_backend *b, void *buf, size_t count,
+                                MPI_Datatype type, size_t size)
+{
+    size_t limit = mpib_limit(b);
+    for (size_t off = 0; off < count; off += limit) {
+        size_t k = min_size(limit, count - off);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)k, type, MPI_SUM,
+                               mpib_comm(b)));
+    }
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_all_reduce(fsdp_backend *b, float *buf, size_t count)
+{
+    return sum_in_place(b, buf, count, MPI_FLOAT, sizeof(float));
+}
+
+static fsdp_status mpib_sum_f64(fsdp_backend *b, double *v, size_t count)
+{
+    return sum_in_place(b, v, count, MPI_DOUBLE, sizeof(double));
+}
+
+static fsdp_status mpib_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
+{
+    FSDP_TRY(fsdp_backend_check_root(b, root));
+    size_t limit = mpib_limit(b);
+    for (size_t off = 0; off < bytes; off += limit) {
+        size_t k = min_size(limit, bytes - off);
+        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, mpib_comm(b)));
+    }
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
+{
+    /* min over ranks of ~v is ~(max of v): one reduction answers both. */
+    uint64_t both[2] = { v, ~v };
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MIN, mpib_comm(b)));
+    *min = both[0];
+    *max = ~both[1];
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_barrier(fsdp_backend *b)
+{
+    mpiCheck(MPI_Barrier(mpib_comm(b)));
+    return FSDP_OK;
+}
+
+static void mpib_destroy(fsdp_backend *b)
+{
+    if (!b)
+        return;
+    mpib_ctx *c = b->ctx;
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (c && c->comm != MPI_COMM_NULL && !finalized)
+        MPI_Comm_free(&c->comm);
+    free(c);
+    free(b);
+}
+
+static const fsdp_backend mpib_ops = {
+    .name = "mpi",
+    .mem = FSDP_MEM_HOST,
+    .all_gather = mpib_all_gather,
+    .reduce_scatter = mpib_reduce_scatter,
+    .all_reduce = mpib_all_reduce,
+    .broadcast = mpib_broadcast,
+    .min_max_u64 = mpib_min_max_u64,
+    .sum_f64 = mpib_sum_f64,
+    .barrier = mpib_barrier,
+    .destroy = mpib_destroy,
+};
+
+static fsdp_status mpib_open(fsdp_backend *b)
+{
+    mpib_ctx *c = b->ctx;
+    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->comm));
+    mpiCheck(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN));
+    mpiCheck(MPI_Comm_rank(c->comm, &b->rank));
+    mpiCheck(MPI_Comm_size(c->comm, &b->world));
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_backend_mpi_create(fsdp_backend **out)
+{
+    int initialized = 0, finalized = 0;
+    *out = NULL;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return fsdp_fail(FSDP_ERR_COMM, "mpi backend: MPI is not initialised (or already finalised)");
+    fsdp_backend *b = malloc(sizeof *b);
+    mpib_ctx *c = malloc(sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory");
+    }
+    *b = mpib_ops;
+    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .limit = INT_MAX };
+    b->ctx = c;
+    fsdp_status s = mpib_open(b);
+    if (s != FSDP_OK) {
+        mpib_destroy(b);
+        return s;
+    }
+    *out = b;
+    return FSDP_OK;
+}
+
+void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats)
+{
+    if (!b || b->destroy != mpib_destroy)
+        return;
+    mpib_ctx *c = b->ctx;
+    c->limit = floats < 1 ? 1 : floats > INT_MAX ? (size_t)INT_MAX : floats;
+}

@@ -1,0 +1,150 @@
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_cfg.h"
+
+const char *fsdp_strategy_str(fsdp_strategy s)
+{
+    switch (s) {
+    case FSDP_SHARD_FULL: return "full";
+    case FSDP_SHARD_GRAD_OP: return "grad_op";
+    case FSDP_SHARD_NONE: return "none";
+    }
+    return "?";
+}
+
+void fsdp_cfg_init(fsdp_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->strategy = FSDP_SHARD_FULL;
+    c->reshard_after_forward = 1;
+    c->prefetch = 0;
+}
+
+void fsdp_cfg_free(fsdp_cfg *c)
+{
+    for (int i = 0; i < c->nlayers; ++i) free(c->layers[i].group);
+    free(c->layers);
+    free(c->file);
+    memset(c, 0, sizeof *c);
+}
+
+static int error(fsdp_cfg *c, const char *file, int line, const char *fmt, const char *a, const char *b)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: %s", file, line, msg);
+    if (!c->error) c->error = FSDP_ERR_CONFIG;
+    ++c->nerrors;
+    return 1; /* the key is ours even when its value is bad */
+}
+
+int fsdp_group_name_valid(const char *name)
+{
+    int seg = 0;
+    if (!*name) return 0;
+    for (const char *p = name; *p; ++p) {
+        if (*p == '.') {
+            if (seg == 0) return 0;
+            seg = 0;
+        } else if (isalnum((unsigned char)*p) || *p == '_' || *p == '-') {
+            ++seg;
+        } else {
+            return 0;
+        }
+    }
+    return seg > 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcmp(v, "0")) { *out = 0; return 1; }
+    if (!strcmp(v, "1")) { *out = 1; return 1; }
+    return 0;
+}
+
+static fsdp_layer_cfg *layer_cfg(fsdp_cfg *c, int layer)
+{
+    if (layer >= c->cap) {
+        int cap = c->cap ? c->cap : 16;
+        while (cap <= layer) cap *= 2;
+        fsdp_layer_cfg *l = realloc(c->layers, (size_t)cap * sizeof *l);
+        if (!l) return NULL;
+        memset(l + c->cap, 0, (size_t)(cap - c->cap) * sizeof *l);
+        c->layers = l;
+        c->cap = cap;
+    }
+    if (layer >= c->nlayers) c->nlayers = layer + 1;
+    return &c->layers[layer];
+}
+
+static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, const char *val)
+{
+    if (!strcmp(key, "shard")) {
+        if (!strcmp(val, "full")) c->strategy = FSDP_SHARD_FULL;
+        else if (!strcmp(val, "grad_op")) c->strategy = FSDP_SHARD_GRAD_OP;
+        else if (!strcmp(val, "none")) c->strategy = FSDP_SHARD_NONE;
+        else return error(c, file, line, "shard=%s: expected full, grad_op or none%s", val, "");
+        return 1;
+    }
+    if (!strcmp(key, "reshard_after_forward")) {
+        if (!parse_bool(val, &c->reshard_after_forward))
+            return error(c, file, line, "reshard_after_forward=%s: expected 0 or 1%s", val, "");
+        return 1;
+    }
+    if (!strcmp(key, "shard_prefetch")) {
+        if (!parse_bool(val, &c->prefetch))
+            return error(c, file, line, "shard_prefetch=%s: expected 0 or 1%s", val, "");
+        return 1;
+    }
+    if (!strcmp(key, "shard_auto_group")) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(val, &end, 10);
+        if (errno || !*val || *end || n < 0)
+            return error(c, file, line, "shard_auto_group=%s: expected a parameter count >= 0%s", val, "");
+        c->auto_group = n;
+        return 1;
+    }
+    if (!strcmp(key, "frozen") || !strcmp(key, "shard_group"))
+        return error(c, file, line, "%s is a layer key; it has no meaning in [net]%s", key, "");
+    if (!strncmp(key, "shard_", 6))
+        return error(c, file, line, "unknown key %s (known: shard, shard_prefetch, shard_auto_group, reshard_after_forward)%s", key, "");
+    return 0;
+}
+
+static int layer_option(fsdp_cfg *c, const char *file, int line, int layer, const char *key, const char *val)
+{
+    int is_frozen = !strcmp(key, "frozen"), is_group = !strcmp(key, "shard_group");
+    if (!is_frozen && !is_group) {
+        if (!strncmp(key, "shard", 5) || !strcmp(key, "reshard_after_forward"))
+            return error(c, file, line, "unknown layer key %s (layers take frozen and shard_group; %s belongs in [net] if it is one)", key, key);
+        return 0;
+    }
+    fsdp_layer_cfg *l = layer_cfg(c, layer);
+    if (!l) return error(c, file, line, "out of memory reading %s%s", key, "");
+    if (is_frozen) {
+        if (!parse_bool(val, &l->frozen)) return error(c, file, line, "frozen=%s: expected 0 or 1%s", val, "");
+        return 1;
+    }
+    if (!fsdp_group_name_valid(val))
+        return error(c, file, line, "shard_group=%s: a group name is [A-Za-z0-9_-]+ joined by dots%s", val, "");
+    free(l->group);
+    l->group = strdup(val);
+    l->group_line = line;
+    return 1;
+}
+
+int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer, const char *key, const char *val)
+{
+    if (!c->file || strcmp(c->file, file)) {
+        /* A new cfg: the network being built now. */
+        char *f = strdup(file);
+        fsdp_cfg_free(c);
+        fsdp_cfg_init(c);
+        c->file = f;
+    }
+    if (layer >= 0) layer_cfg(c, layer);
+    return layer < 0 ? net_option(c, file, line, key, val) : layer_option(c, file, line, layer, key, val);
+}

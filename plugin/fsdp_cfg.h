@@ -1,0 +1,41 @@
+/* fsdp_cfg.h: the plugin's cfg keys (see DESIGN.md, "cfg keys"), read from
+ * Darknet's cfg_option hook with their file and line. */
+#ifndef FSDP_CFG_H
+#define FSDP_CFG_H
+
+#include "fsdp.h"
+
+typedef enum { FSDP_SHARD_FULL = 0, FSDP_SHARD_GRAD_OP, FSDP_SHARD_NONE } fsdp_strategy;
+
+const char *fsdp_strategy_str(fsdp_strategy s);
+
+typedef struct fsdp_layer_cfg {
+    int frozen;
+    char *group;      /* NULL: the root group */
+    int group_line;   /* where shard_group was given, for errors */
+} fsdp_layer_cfg;
+
+typedef struct fsdp_cfg {
+    char *file;
+    fsdp_strategy strategy;
+    int reshard_after_forward;
+    int prefetch;
+    long auto_group;           /* 0: off */
+    fsdp_layer_cfg *layers;    /* grown as layers are seen */
+    int nlayers;
+    int cap;
+    fsdp_status error;         /* the first error seen; parsing goes on */
+    int nerrors;
+} fsdp_cfg;
+
+void fsdp_cfg_init(fsdp_cfg *c);
+void fsdp_cfg_free(fsdp_cfg *c);
+/* One cfg option.  Returns 1 if the key is the plugin's (claimed), 0 if not.
+ * A bad key or value is reported as "file:line: what" and remembered in
+ * c->error; the caller stops the run once parsing is over. */
+int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer,
+                    const char *key, const char *val);
+/* Whether NAME is a valid dotted group name. */
+int fsdp_group_name_valid(const char *name);
+
+#endif

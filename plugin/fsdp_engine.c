@@ -1,0 +1,399 @@
+#include <malloc.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "activations.h"
+#include "blas.h"
+#include "fsdp_engine.h"
+#include "fsdp_flat.h"
+#include "fsdp_optim.h"
+
+/* Darknet calls layer functions without a context; the frozen wrappers find
+ * the engine here (one engine per process). */
+static fsdp_engine *the_engine;
+
+fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
+{
+    memset(e, 0, sizeof *e);
+    e->be = be;
+    fsdp_cfg_init(&e->cfg);
+    the_engine = e;
+    return FSDP_OK;
+}
+
+void fsdp_engine_free(fsdp_engine *e)
+{
+    for (int g = 0; g < e->ngroups; ++g) {
+        fsdp_flat_free(&e->groups[g].train);
+        fsdp_flat_free(&e->groups[g].frozen);
+    }
+    free(e->groups);
+    free(e->orig_forward);
+    free(e->orig_backward);
+    fsdp_plan_free(&e->plan);
+    fsdp_cfg_free(&e->cfg);
+    free(e->stats_path);
+    if (the_engine == e) the_engine = NULL;
+}
+
+int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, const char *key, const char *val)
+{
+    return fsdp_cfg_option(&e->cfg, file, line, layer, key, val);
+}
+
+/* ---- frozen layers run as in inference ---------------------------------- */
+
+static void frozen_forward(layer l, network net)
+{
+    net.train = 0;   /* batch norm uses and keeps its rolling statistics; no dropout */
+    the_engine->orig_forward[net.index](l, net);
+}
+
+/* Backward through a frozen layer whose batch norm ran in inference mode:
+ * y = act(scale * (x - rolling_mean) / (sqrt(rolling_var) + eps) + bias), so
+ * the delta is scaled per channel; the rest is the layer's own backward with
+ * no batch norm and no gradient buffers (NULL: skipped, see patches/0007). */
+static void frozen_backward(layer l, network net)
+{
+    if (l.batch_normalize || l.type == BATCHNORM) {
+        int spatial = l.out_w * l.out_h, channels = l.out_c;
+        if (l.type != BATCHNORM) gradient_array(l.output, l.outputs * l.batch, l.activation, l.delta);
+        for (int b = 0; b < l.batch; ++b)
+            for (int c = 0; c < channels; ++c) {
+                float k = l.scales[c] / (sqrtf(l.rolling_variance[c]) + .000001f);
+                float *d = l.delta + ((size_t)b * channels + c) * spatial;
+                for (int s = 0; s < spatial; ++s) d[s] *= k;
+            }
+        if (l.type == BATCHNORM) {
+            if (net.delta) axpy_cpu(l.outputs * l.batch, 1, l.delta, 1, net.delta, 1);
+            return;
+        }
+        l.batch_normalize = 0;
+        l.activation = LINEAR;
+    }
+    the_engine->orig_backward[net.index](l, net);
+}
+
+/* ---- building the sharded network --------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A fingerprint of everything that must agree across ranks: layers, their
+ * parameter counts, frozen flags, groups, strategy. */
+static uint64_t plan_hash(const fsdp_engine *e, const network *net)
+{
+    const fsdp_layout_plan *p = &e->plan;
+    uint64_t h = 1469598103934665603ull;
+    int v[4] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group };
+    h = fnv(h, v, sizeof v);
+    for (int i = 0; i < p->nlayers; ++i) {
+        int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };
+        h = fnv(h, t, sizeof t);
+        h = fnv(h, &p->layer_params[i], sizeof p->layer_params[i]);
+    }
+    for (int g = 0; g < p->ngroups; ++g) h = fnv(h, p->groups[g].name, strlen(p->groups[g].name) + 1);
+    return h;
+}
+
+/* Every rank must stop together: one rank's cfg error stops all of them. */
+static fsdp_status agree(fsdp_engine *e, fsdp_status local, uint64_t hash)
+{
+    uint64_t lo, hi;
+    FSDP_TRY(e->be->min_max_u64(e->be, local != FSDP_OK, &lo, &hi));
+    if (hi) {
+        if (local == FSDP_OK)
+            fsdp_fail(FSDP_ERR_CONFIG, "rank %d: another rank found an error in its cfg (see above)", e->be->rank);
+        return local != FSDP_OK ? local : FSDP_ERR_CONFIG;
+    }
+    FSDP_TRY(e->be->min_max_u64(e->be, hash, &lo, &hi));
+    if (lo != hi)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: the ranks were given different networks "
+                         "(layers, frozen flags, groups or shard keys differ); every rank needs the same cfg",
+                         e->be->rank);
+    return FSDP_OK;
+}
+
+static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
+{
+    fsdp_group *g = &e->groups[gi];
+    fsdp_layout_plan *p = &e->plan;
+    g->info = &p->groups[gi];
+    g->bwd_hi = g->bwd_lo = -1;
+    fsdp_tensor *tt = NULL, *tf = NULL;
+    int ntt = 0, ntf = 0, cap = 0;
+    for (int k = 0; k < g->info->nlayers; ++k) {
+        int i = g->info->layers[k];
+        fsdp_tensor t[FSDP_MAX_TENSORS];
+        int nt = fsdp_layer_tensors(&net->layers[i], i, t);
+        if (p->need_bwd[i]) {
+            if (g->bwd_hi < i) g->bwd_hi = i;
+            if (g->bwd_lo < 0 || i < g->bwd_lo) g->bwd_lo = i;
+            if (p->frozen[i] && nt) g->frozen_bwd = 1;
+        }
+        if (!nt) continue;
+        cap += nt;
+        fsdp_tensor *a = realloc(tt, (size_t)cap * sizeof *a), *b = a ? realloc(tf, (size_t)cap * sizeof *b) : NULL;
+        if (!a || !b) { free(a ? a : tt); free(b ? b : tf); return fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); }
+        tt = a;
+        tf = b;
+        for (int j = 0; j < nt; ++j) {
+            if (p->frozen[i]) tf[ntf++] = t[j];
+            else tt[ntt++] = t[j];
+        }
+    }
+    int sharded = e->strategy == FSDP_SHARD_FULL;
+    fsdp_status s = fsdp_flat_setup(e, &g->train, tt, ntt, sharded, 1);
+    if (s == FSDP_OK) s = fsdp_flat_setup(e, &g->frozen, tf, ntf, sharded, 0);
+    free(tt);
+    free(tf);
+    return s;
+}
+
+/* Layers that need no backward keep no delta buffer, and the first trainable
+ * layer then computes no delta into them (net.delta is NULL).  Kept: deltas a
+ * loss layer writes in forward, and deltas a route or shortcut that needs
+ * backward writes into.  Dropout shares its input's delta, so a buffer is
+ * freed only when no layer that keeps it points at it. */
+static void drop_deltas(fsdp_engine *e, network *net)
+{
+    int n = net->n;
+    unsigned char *keep = calloc((size_t)n, 1);
+    if (!keep) return;
+    for (int i = 0; i < n; ++i) {
+        layer *l = &net->layers[i];
+        if (e->plan.need_bwd[i] || fsdp_layer_writes_delta_in_forward(l)) keep[i] = 1;
+        if ((l->type == ROUTE || l->type == SHORTCUT) && e->plan.need_bwd[i]) {
+            int in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
+            for (int j = 0; j < k; ++j) if (in[j] >= 0) keep[in[j]] = 1;
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        float *d = net->layers[i].delta;
+        if (keep[i] || !d) continue;
+        int shared = 0;
+        for (int j = 0; j < n; ++j) if (keep[j] && net->layers[j].delta == d) shared = 1;
+        if (shared) continue;
+        for (int j = 0; j < n; ++j) if (net->layers[j].delta == d) net->layers[j].delta = NULL;
+        free(d);
+    }
+    free(keep);
+}
+
+static fsdp_status install_wrappers(fsdp_engine *e, network *net)
+{
+    e->orig_forward = calloc((size_t)net->n, sizeof *e->orig_forward);
+    e->orig_backward = calloc((size_t)net->n, sizeof *e->orig_backward);
+    if (!e->orig_forward || !e->orig_backward) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < net->n; ++i) {
+        layer *l = &net->layers[i];
+        e->orig_forward[i] = l->forward;
+        e->orig_backward[i] = l->backward;
+        if (!e->plan.frozen[i]) continue;
+        l->forward = frozen_forward;
+        if (e->plan.need_bwd[i]) l->backward = frozen_backward;
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
+{
+    if (e->net)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "darknet-fsdp shards one network per process, and this "
+                         "command builds a second one (e.g. -gpus with several GPUs); use one per rank");
+    fsdp_status local = e->cfg.error;
+    if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
+    FSDP_TRY(agree(e, local, local == FSDP_OK ? plan_hash(e, net) : 0));
+
+    e->net = net;
+    e->strategy = e->cfg.strategy;
+    e->reshard = e->cfg.reshard_after_forward;
+    e->ngroups = e->plan.ngroups;
+    e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
+    if (!e->groups) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
+    for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
+    drop_deltas(e, net);
+    FSDP_TRY(install_wrappers(e, net));
+    malloc_trim(0);
+    if (e->be->rank == 0) {
+        size_t trainable = 0, frozen = 0;
+        for (int g = 0; g < e->ngroups; ++g) {
+            trainable += e->groups[g].train.count;
+            frozen += e->groups[g].frozen.count;
+        }
+        fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
+                "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->strategy), e->ngroups,
+                trainable, frozen, e->model_state_bytes / 1e6);
+    }
+    return FSDP_OK;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+static fsdp_status gather(fsdp_engine *e, fsdp_group *g, fsdp_flat *f, int backward)
+{
+    uint64_t bytes;
+    FSDP_TRY(fsdp_flat_gather(e, f, &bytes));
+    if (!bytes) return FSDP_OK;
+    g->ag_bytes += bytes;
+    e->bytes_ag += bytes;
+    if (backward) ++g->backward_gathers;
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
+{
+    if (net != e->net) return FSDP_OK;
+    if (when == DN_BEFORE) {
+        /* Outer groups first: their span starts no later than their children's. */
+        for (int d = 0, more = 1; more; ++d) {
+            more = 0;
+            for (int k = 0; k < e->ngroups; ++k) {
+                fsdp_group *g = &e->groups[k];
+                if (g->info->depth > d) more = 1;
+                if (g->info->depth != d || g->info->span_first != i) continue;
+                FSDP_TRY(gather(e, g, &g->train, 0));
+                FSDP_TRY(gather(e, g, &g->frozen, 0));
+            }
+        }
+        return FSDP_OK;
+    }
+    for (int k = 0; k < e->ngroups; ++k) {
+        fsdp_group *g = &e->groups[k];
+        if (g->info->span_last != i) continue;
+        int root = k == 0, training = net->train && g->bwd_hi >= 0;
+        /* Frozen parameters nobody needs in backward never stay. */
+        if (!training || !g->frozen_bwd || (!root && e->reshard)) fsdp_flat_release(&g->frozen);
+        if (!training || (!root && e->reshard)) fsdp_flat_release(&g->train);
+    }
+    return FSDP_OK;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+static int last_micro_batch(const fsdp_engine *e, const network *net)
+{
+    return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
+}
+
+int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when)
+{
+    if (net != e->net) return DN_OK;
+    if (!e->plan.need_bwd[i]) return DN_SKIP;
+    int k = e->plan.layer_group[i];
+    fsdp_group *g = &e->groups[k];
+    fsdp_status s = FSDP_OK;
+    if (when == DN_BEFORE) {
+        if (i != g->bwd_hi) return DN_OK;
+        if ((s = gather(e, g, &g->train, 1)) == FSDP_OK && g->frozen_bwd) s = gather(e, g, &g->frozen, 1);
+        if (s == FSDP_OK) s = fsdp_flat_grad_begin(e, &g->train);
+        return s == FSDP_OK ? DN_OK : DN_ERR_RUNTIME;
+    }
+    if (i != g->bwd_lo) return DN_OK;
+    if (last_micro_batch(e, net)) {
+        uint64_t rs, ar;
+        s = fsdp_flat_reduce(e, &g->train, &rs, &ar);
+        g->rs_bytes += rs;
+        g->ar_bytes += ar;
+        e->bytes_rs += rs;
+        e->bytes_ar += ar;
+    } else {
+        fsdp_flat_grad_unpoint(&g->train);
+    }
+    if (k != 0) {
+        fsdp_flat_release(&g->train);
+        fsdp_flat_release(&g->frozen);
+    }
+    return s == FSDP_OK ? DN_OK : DN_ERR_RUNTIME;
+}
+
+/* ---- update -------------------------------------------------------------- */
+
+static void step_flat(fsdp_flat *f, const update_args *a)
+{
+    for (int r = 0; r < f->nruns; ++r) {
+        const fsdp_run *run = &f->runs[r];
+        fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
+                              a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
+        float *w = f->own + run->off, *m = f->m + run->off, *v = f->v + run->off;
+        const float *gr = f->has_grad ? f->gown + run->off : NULL;
+        if (a->adam) fsdp_adam(w, m, v, gr, run->len, &o);
+        else fsdp_sgd(w, m, gr, run->len, run->is_weight, &o);
+    }
+}
+
+fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
+{
+    for (int k = 0; k < e->ngroups; ++k) {
+        fsdp_group *g = &e->groups[k];
+        fsdp_flat *f = &g->train;
+        if (f->nt) {
+            step_flat(f, a);
+            free(f->gown);
+            f->gown = NULL;
+            f->has_grad = 0;
+            if (e->strategy == FSDP_SHARD_GRAD_OP) {
+                /* Replicated parameters: every rank takes every updated shard. */
+                FSDP_TRY(e->be->all_gather(e->be, f->own, f->full, f->shard));
+                g->ag_bytes += f->nfull * sizeof(float);
+                e->bytes_ag += f->nfull * sizeof(float);
+            }
+        }
+        /* Gathered parameters are stale now (the root's, kept through the step). */
+        fsdp_flat_release(&g->train);
+        fsdp_flat_release(&g->frozen);
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
+{
+    if (net != e->net) return FSDP_OK;
+    ++e->steps;
+    if (e->be->world == 1) return FSDP_OK;
+    double v = *loss;
+    FSDP_TRY(e->be->sum_f64(e->be, &v, 1));
+    *loss = (float)(v / e->be->world);
+    return FSDP_OK;
+}
+
+/* ---- consolidated weights files ------------------------------------------ */
+
+fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when)
+{
+    if (net != e->net) return FSDP_OK;
+    fsdp_group *g = &e->groups[e->plan.layer_group[i]];
+    fsdp_flat *fl[2] = { &g->train, &g->frozen };
+    for (int k = 0; k < 2; ++k) {
+        fsdp_flat *f = fl[k];
+        if (when == DN_BEFORE && f->sharded && !f->full) {
+            uint64_t bytes;
+            FSDP_TRY(fsdp_flat_gather(e, f, &bytes));
+            e->bytes_ckpt += bytes;
+            f->gathered_for_save = 1;
+        } else if (when == DN_AFTER && f->gathered_for_save && i == g->info->layers[g->info->nlayers - 1]) {
+            fsdp_flat_release(f);
+            f->gathered_for_save = 0;
+        }
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net)
+{
+    if (net != e->net) return FSDP_OK;
+    for (int k = 0; k < e->ngroups; ++k) {
+        fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
+        for (int j = 0; j < 2; ++j)
+            if (fl[j]->gathered_for_save) {
+                fsdp_flat_release(fl[j]);
+                fl[j]->gathered_for_save = 0;
+            }
+    }
+    return FSDP_OK;
+}

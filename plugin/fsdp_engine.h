@@ -1,0 +1,96 @@
+/* fsdp_engine.h: the sharding engine behind the hooks.
+ *
+ * Each group owns two flat buffers, one for its trainable and one for its
+ * frozen parameters.  Under `full` every rank keeps an equal, zero-padded
+ * shard of each and gathers the whole buffer only while the group computes;
+ * Darknet's layer pointers are re-pointed into the gathered buffer and set
+ * to NULL when it is freed.  Gradients go to a fresh full-size buffer that is
+ * reduce-scattered into the shard after the group's last backward layer;
+ * momentum and Adam moments live beside the shard.  `grad_op` keeps
+ * parameters replicated and gathers once after the update; `none` all-reduces
+ * gradients and updates every replica. */
+#ifndef FSDP_ENGINE_H
+#define FSDP_ENGINE_H
+
+#include <stdint.h>
+#include "darknet_plugin.h"
+#include "fsdp.h"
+#include "fsdp_backend.h"
+#include "fsdp_cfg.h"
+#include "fsdp_groups.h"
+#include "fsdp_layers.h"
+
+/* A stretch of the rank's own part of a flat buffer that one optimizer call
+ * covers: one tensor's intersection with the shard. */
+typedef struct fsdp_run {
+    size_t off;          /* in the own buffer */
+    size_t len;
+    int is_weight;
+    layer *owner;        /* for its learning_rate scale */
+} fsdp_run;
+
+typedef struct fsdp_flat {
+    fsdp_tensor *t;      /* tensors in layout order */
+    size_t *off;         /* their offsets in the full buffer */
+    int nt;
+    size_t count;        /* real floats */
+    size_t shard;        /* floats per rank (padded); full buffer = world * shard */
+    size_t nfull;        /* floats in a full (parameter or gradient) buffer */
+    size_t own_count;    /* floats this rank updates: shard, or count under `none` */
+    int sharded;         /* parameters live only as shards (`full`) */
+    float *own;          /* this rank's parameters (shard, or the replica) */
+    float *full;         /* gathered parameters; NULL when resharded */
+    float *grad;         /* full-size gradient while accumulating */
+    float *gown;         /* reduced gradient for own, valid when has_grad */
+    float *m, *v;        /* optimizer state for own (trainable only) */
+    int has_grad;
+    int gathered_for_save;
+    fsdp_run *runs;
+    int nruns;
+} fsdp_flat;
+
+typedef struct fsdp_group {
+    fsdp_group_info *info;   /* from the plan */
+    fsdp_flat train, frozen;
+    int bwd_hi, bwd_lo;      /* highest and lowest direct layer needing backward; -1: none */
+    int frozen_bwd;          /* a frozen direct layer needs backward (gather frozen then) */
+    uint64_t ag_bytes, rs_bytes, ar_bytes, backward_gathers;
+} fsdp_group;
+
+typedef struct fsdp_engine {
+    fsdp_backend *be;
+    fsdp_cfg cfg;            /* keys of the cfg being parsed */
+    network *net;            /* the sharded network (one per process) */
+    fsdp_layout_plan plan;
+    fsdp_group *groups;
+    int ngroups;
+    fsdp_strategy strategy;
+    int reshard;
+    /* Per layer: Darknet's own forward/backward, for the frozen wrappers. */
+    void (**orig_forward)(struct layer, struct network);
+    void (**orig_backward)(struct layer, struct network);
+    int steps;
+    int saving;
+    uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;
+    size_t model_state_bytes;
+    char *stats_path;
+    int failed;
+} fsdp_engine;
+
+fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);
+void fsdp_engine_free(fsdp_engine *e);
+
+/* Hook bodies (plugin_main.c adapts them to dn_hooks). */
+int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, const char *key, const char *val);
+fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net);
+fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when);
+/* Returns DN_SKIP (as a positive int) for layers that need no backward. */
+int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when);
+fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a);
+fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss);
+fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when);
+fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net);
+/* Writes the stats JSON (rank 0). */
+fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path);
+
+#endif

@@ -1,0 +1,41 @@
+/* fsdp_groups.h: the tree of shard groups built from `shard_group=a.b.c`
+ * keys, its validation, and which layers need a backward pass. */
+#ifndef FSDP_GROUPS_H
+#define FSDP_GROUPS_H
+
+#include "fsdp.h"
+#include "fsdp_cfg.h"
+#include "darknet.h"
+
+#define FSDP_ROOT_NAME "(root)"
+
+typedef struct fsdp_group_info {
+    char *name;            /* full dotted name; FSDP_ROOT_NAME for the root */
+    int parent;            /* -1 for the root (group 0) */
+    int depth;
+    int *layers;           /* direct layers, ascending */
+    int nlayers;
+    int span_first, span_last;   /* over the group and its descendants; -1 if empty */
+    int line;              /* cfg line of its first shard_group key, for errors */
+} fsdp_group_info;
+
+typedef struct fsdp_layout_plan {
+    fsdp_group_info *groups;
+    int ngroups;
+    int *layer_group;        /* direct group of each layer */
+    unsigned char *trainable; /* has parameters and is not frozen */
+    unsigned char *frozen;
+    unsigned char *need_bwd;  /* trains, or a trainable layer upstream feeds it */
+    size_t *layer_params;     /* parameter floats per layer */
+    int nlayers;
+} fsdp_layout_plan;
+
+/* Builds the plan for net from the cfg keys: groups (including automatic
+ * ones for shard_auto_group), spans, and the backward analysis.  Reports
+ * crossing spans as "file:line: ..." and returns FSDP_ERR_CONFIG. */
+fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net);
+void fsdp_plan_free(fsdp_layout_plan *p);
+/* Whether group a is b or one of b's ancestors. */
+int fsdp_group_is_ancestor(const fsdp_layout_plan *p, int a, int b);
+
+#endif

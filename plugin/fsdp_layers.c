@@ -1,0 +1,111 @@
+#include <stdlib.h>
+#include "fsdp_layers.h"
+
+static int add(fsdp_tensor *out, int n, layer *owner, float **data, float **grad,
+               size_t count, int is_weight, int index)
+{
+    if (!count) return n;
+    out[n] = (fsdp_tensor){ owner, data, grad, count, is_weight, index };
+    return n + 1;
+}
+
+/* weights, biases, and batch-norm scales of a convolutional-like layer. */
+static int conv_like(layer *l, int index, size_t nweights, size_t nbiases, fsdp_tensor *out, int n)
+{
+    n = add(out, n, l, &l->weights, &l->weight_updates, nweights, 1, index);
+    n = add(out, n, l, &l->biases, &l->bias_updates, nbiases, 0, index);
+    if (l->batch_normalize && l->scales)
+        n = add(out, n, l, &l->scales, &l->scale_updates, nbiases, 0, index);
+    return n;
+}
+
+static int sub_connected(layer *s, int index, fsdp_tensor *out, int n)
+{
+    return conv_like(s, index, (size_t)s->inputs * s->outputs, (size_t)s->outputs, out, n);
+}
+
+static int sub_conv(layer *s, int index, fsdp_tensor *out, int n)
+{
+    return conv_like(s, index, (size_t)s->nweights, (size_t)s->n, out, n);
+}
+
+int fsdp_layer_tensors(layer *l, int index, fsdp_tensor *out)
+{
+    int n = 0;
+    switch (l->type) {
+    case CONVOLUTIONAL:
+    case DECONVOLUTIONAL:
+        return sub_conv(l, index, out, 0);
+    case CONNECTED:
+        return sub_connected(l, index, out, 0);
+    case LOCAL: {
+        size_t locations = (size_t)l->out_w * l->out_h;
+        return conv_like(l, index, (size_t)l->size * l->size * l->c * l->n * locations,
+                         (size_t)l->outputs, out, 0);
+    }
+    case BATCHNORM:
+        n = add(out, n, l, &l->scales, &l->scale_updates, (size_t)l->c, 0, index);
+        return add(out, n, l, &l->biases, &l->bias_updates, (size_t)l->c, 0, index);
+    case RNN:
+        n = sub_connected(l->input_layer, index, out, n);
+        n = sub_connected(l->self_layer, index, out, n);
+        return sub_connected(l->output_layer, index, out, n);
+    case CRNN:
+        n = sub_conv(l->input_layer, index, out, n);
+        n = sub_conv(l->self_layer, index, out, n);
+        return sub_conv(l->output_layer, index, out, n);
+    case GRU: {
+        layer *subs[] = { l->uz, l->wz, l->ur, l->wr, l->uh, l->wh };
+        for (int i = 0; i < 6; ++i) n = sub_connected(subs[i], index, out, n);
+        return n;
+    }
+    case LSTM: {
+        layer *subs[] = { l->wf, l->wi, l->wg, l->wo, l->uf, l->ui, l->ug, l->uo };
+        for (int i = 0; i < 8; ++i) n = sub_connected(subs[i], index, out, n);
+        return n;
+    }
+    default:
+        return 0;
+    }
+}
+
+int fsdp_layer_inputs(const network *net, int index, int *in)
+{
+    const layer *l = &net->layers[index];
+    int n = 0;
+    if (l->type == ROUTE) {
+        for (int i = 0; i < l->n && n < FSDP_MAX_INPUTS; ++i) in[n++] = l->input_layers[i];
+        return n;
+    }
+    if (index > 0) in[n++] = index - 1;
+    if (l->type == SHORTCUT && l->index >= 0 && l->index != index - 1) in[n++] = l->index;
+    return n;
+}
+
+int fsdp_layer_writes_delta_in_forward(const layer *l)
+{
+    switch (l->type) {
+    case SOFTMAX: case COST: case REGION: case YOLO: case DETECTION: case LOGXENT: case ISEG:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void free_opt(layer *l)
+{
+    free(l->m); free(l->v);
+    free(l->bias_m); free(l->bias_v);
+    free(l->scale_m); free(l->scale_v);
+    l->m = l->v = l->bias_m = l->bias_v = l->scale_m = l->scale_v = NULL;
+}
+
+void fsdp_layer_free_darknet_optimizer(layer *l)
+{
+    free_opt(l);
+    layer *subs[] = { l->input_layer, l->self_layer, l->output_layer, l->uz, l->wz, l->ur, l->wr,
+                      l->uh, l->wh, l->wf, l->wi, l->wg, l->wo, l->uf, l->ui, l->ug, l->uo };
+    if (l->type != RNN && l->type != CRNN && l->type != GRU && l->type != LSTM) return;
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; ++i)
+        if (subs[i]) free_opt(subs[i]);
+}

@@ -1,0 +1,39 @@
+/* fsdp_layers.h: what the plugin needs to know about Darknet's layer types:
+ * which float arrays are trainable parameters (and their gradients), and
+ * which layers feed which. */
+#ifndef FSDP_LAYERS_H
+#define FSDP_LAYERS_H
+
+#include "darknet.h"
+
+/* One parameter array of a layer or of a layer's sub-layer (rnn, gru, lstm,
+ * crnn keep connected/convolutional sub-layers behind pointers). */
+typedef struct fsdp_tensor {
+    layer *owner;      /* the struct whose pointers are re-pointed */
+    float **data;      /* &owner->weights, &owner->biases, ... */
+    float **grad;      /* &owner->weight_updates, ... */
+    size_t count;
+    int is_weight;     /* SGD decays weights only (biases, scales: none) */
+    int layer;         /* index of the top-level layer in the network */
+} fsdp_tensor;
+
+#define FSDP_MAX_TENSORS 32
+
+/* Fills out[] with layer l's parameter tensors; returns how many (0 for
+ * layers without parameters). */
+int fsdp_layer_tensors(layer *l, int index, fsdp_tensor *out);
+
+/* Fills in[] with the indexes of the layers whose outputs layer `index`
+ * reads; returns how many (at most FSDP_MAX_INPUTS). */
+#define FSDP_MAX_INPUTS 16
+int fsdp_layer_inputs(const network *net, int index, int *in);
+
+/* Whether a layer writes its delta during forward (loss layers): such a
+ * layer keeps its delta buffer even when it needs no backward. */
+int fsdp_layer_writes_delta_in_forward(const layer *l);
+
+/* Frees the optimizer-state arrays Darknet allocated for adam=1 (the plugin
+ * keeps its own, sharded). */
+void fsdp_layer_free_darknet_optimizer(layer *l);
+
+#endif

@@ -1,0 +1,28 @@
+/* fsdp_optim.h: Darknet's SGD and Adam, applied to a shard.
+ *
+ * Darknet keeps the gradient and the momentum in one buffer (weight_updates):
+ * backward adds the batch's (negative) gradient into it, the update adds
+ * -decay*batch*w, moves w by lr/batch times it, then scales it by momentum.
+ * Here the gradient arrives reduced over ranks and the momentum lives in m,
+ * so m += g reproduces that buffer.  Adam follows Darknet's GPU update
+ * (adam_update_gpu): decay on every tensor, no division by the batch. */
+#ifndef FSDP_OPTIM_H
+#define FSDP_OPTIM_H
+
+#include <stddef.h>
+
+typedef struct fsdp_optim_args {
+    float learning_rate;   /* already times the layer's learning_rate scale */
+    float momentum;
+    float decay;
+    int batch;             /* global batch: batch * subdivisions * world */
+    int adam;
+    float B1, B2, eps;
+    int t;
+} fsdp_optim_args;
+
+/* w, m (and v for Adam) hold n floats; g may be NULL (no gradient this step). */
+void fsdp_sgd(float *w, float *m, const float *g, size_t n, int decays, const fsdp_optim_args *a);
+void fsdp_adam(float *w, float *m, float *v, const float *g, size_t n, const fsdp_optim_args *a);
+
+#endif

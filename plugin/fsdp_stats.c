@@ -1,0 +1,66 @@
+/* The -fsdp-stats JSON file (DESIGN.md, "Stats file"): rank 0's own counts. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "fsdp_engine.h"
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; ++s) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_group(FILE *f, const fsdp_group *g)
+{
+    fputs("{\"name\": ", f);
+    json_string(f, g->info->name);
+    fputs(", \"layers\": [", f);
+    for (int k = 0; k < g->info->nlayers; ++k) fprintf(f, "%s%d", k ? ", " : "", g->info->layers[k]);
+    size_t params = g->train.count + g->frozen.count;
+    fprintf(f, "], \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
+            "\"needs_backward\": %s, \"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
+            "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu}",
+            params, g->train.count, g->frozen.count, params && !g->train.count ? "true" : "false",
+            g->bwd_hi >= 0 ? "true" : "false", (unsigned long long)g->ag_bytes,
+            (unsigned long long)g->rs_bytes, (unsigned long long)g->ar_bytes,
+            (unsigned long long)g->backward_gathers);
+}
+
+fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
+{
+    char *tmp = malloc(strlen(path) + 5);
+    if (!tmp) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    sprintf(tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        free(tmp);
+        return fsdp_fail(FSDP_ERR_IO, "cannot write the stats file %s", path);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(f, "{\"world\": %d, \"strategy\": \"%s\", \"backend\": \"%s\", \"steps\": %d,\n \"groups\": [",
+            e->be->world, fsdp_strategy_str(e->strategy), e->be->name, e->steps);
+    for (int g = 0; g < e->ngroups; ++g) {
+        fputs(g ? ",\n  " : "\n  ", f);
+        write_group(f, &e->groups[g]);
+    }
+    fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
+            "\"broadcast\": %llu, \"checkpoint_all_gather\": %llu},\n"
+            " \"model_state_bytes\": %zu, \"peak_rss_bytes\": %llu}\n",
+            (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
+            (unsigned long long)e->bytes_bcast, (unsigned long long)e->bytes_ckpt, e->model_state_bytes,
+            (unsigned long long)ru.ru_maxrss * 1024ull);
+    int bad = ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        free(tmp);
+        return fsdp_fail(FSDP_ERR_IO, "cannot write the stats file %s", path);
+    }
+    free(tmp);
+    return FSDP_OK;
+}
