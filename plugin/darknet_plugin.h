@@ -85,6 +85,9 @@ typedef struct dn_hooks {
     int (*save_begin)(void *ctx, network *net, const char *file);
     int (*save_layer)(void *ctx, network *net, int i, dn_when when);
     int (*save_end)(void *ctx, network *net, const char *file);
+    /* Before free_network() frees net's layers: the plugin takes back any
+     * buffer it pointed a layer at. */
+    int (*network_free)(void *ctx, network *net);
     /* Once, at the end of the run (status 0) or before an error exit. */
     void (*finish)(void *ctx, int status);
     /* Rank and world size, for Darknet's data loader and batch accounting. */

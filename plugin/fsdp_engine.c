@@ -21,16 +21,42 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
     return FSDP_OK;
 }
 
-void fsdp_engine_free(fsdp_engine *e)
+static void release_network(fsdp_engine *e)
 {
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat_free(&e->groups[g].train);
         fsdp_flat_free(&e->groups[g].frozen);
     }
     free(e->groups);
+    e->groups = NULL;
+    e->ngroups = 0;
     free(e->orig_forward);
     free(e->orig_backward);
+    e->orig_forward = NULL;
+    e->orig_backward = NULL;
     fsdp_plan_free(&e->plan);
+}
+
+fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
+{
+    if (net != e->net) return FSDP_OK;
+    /* Darknet's own functions again, so nothing calls into a freed plan. */
+    for (int i = 0; i < net->n && e->orig_forward; ++i) {
+        net->layers[i].forward = e->orig_forward[i];
+        net->layers[i].backward = e->orig_backward[i];
+    }
+    fsdp_status s = FSDP_OK;
+    if (e->stats_path && e->be->rank == 0 && !e->stats_written) {
+        s = fsdp_write_stats(e, e->stats_path);
+        e->stats_written = 1;
+    }
+    release_network(e);   /* points every layer array it owned at NULL */
+    return s;             /* e->net stays set: one network per process */
+}
+
+void fsdp_engine_free(fsdp_engine *e)
+{
+    release_network(e);
     fsdp_cfg_free(&e->cfg);
     free(e->stats_path);
     if (the_engine == e) the_engine = NULL;

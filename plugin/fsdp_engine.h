@@ -74,6 +74,7 @@ typedef struct fsdp_engine {
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;
     size_t model_state_bytes;
     char *stats_path;
+    int stats_written;       /* at network_free, while the groups still exist */
     int failed;
 } fsdp_engine;
 
@@ -90,6 +91,8 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a);
 fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss);
 fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when);
 fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net);
+/* Gives Darknet a network without plugin-owned pointers (before free_network). */
+fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net);
 /* Writes the stats JSON (rank 0). */
 fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path);
 

@@ -57,11 +57,13 @@ static int h_loaded(void *c, network *net, const char *f)
     return DN_OK;
 }
 
+static int h_free(void *c, network *net) { return to_dn(fsdp_on_network_free(c, net)); }
+
 static void h_finish(void *c, int status)
 {
     fsdp_engine *e = c;
     fsdp_status s = FSDP_OK;
-    if (status == 0 && e->stats_path && e->be && e->be->rank == 0 && e->net)
+    if (status == 0 && e->stats_path && e->be && e->be->rank == 0 && e->net && !e->stats_written)
         s = fsdp_write_stats(e, e->stats_path);
     int runtime = first_error == FSDP_ERR_COMM || first_error == FSDP_ERR_NOMEM ||
                   first_error == FSDP_ERR_IO || first_error == FSDP_ERR_CUDA;
@@ -173,6 +175,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->save_begin = h_save_begin;
     h->save_layer = h_save_layer;
     h->save_end = h_save_end;
+    h->network_free = h_free;
     h->finish = h_finish;
     return DN_OK;
 }

@@ -6,7 +6,7 @@
 
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
-CFG=$S/cfg/tests/tiny.cfg
+CFG=$S/cfg/tests/plain.cfg
 
 train "$WORK/stock.w" "$D/data.data" "$CFG" -seed 11
 train "$WORK/stock2.w" "$D/data.data" "$CFG" -seed 11
@@ -20,17 +20,17 @@ DARKNET_PLUGIN="$B/tests/libplugin_empty.so" train "$WORK/env.w" "$D/data.data" 
 check "DARKNET_PLUGIN loads the same way" cmp -s "$WORK/stock.w" "$WORK/env.w"
 
 # Flags anywhere on the command line: -seed after the command's own args.
-(cd "$D" && rm -f backup/tiny.weights && "$DN" classifier train "$D/data.data" "$CFG" -seed 11 >/dev/null 2>&1)
-check "-seed after the command's arguments works too" cmp -s "$WORK/stock.w" "$D/backup/tiny.weights"
+(cd "$D" && rm -f backup/plain.weights && "$DN" classifier train "$D/data.data" "$CFG" -seed 11 >/dev/null 2>&1)
+check "-seed after the command's arguments works too" cmp -s "$WORK/stock.w" "$D/backup/plain.weights"
 
-# The counting plugin: every hook, exact counts.  tiny.cfg: 5 layers, 5 steps.
-sed 's/^\[maxpool\]$/[maxpool]\ncounter_key=1/' "$CFG" > "$WORK/tiny.cfg"
+# The counting plugin: every hook, exact counts.  plain.cfg: 5 layers, 5 steps.
+sed 's/^\[maxpool\]$/[maxpool]\ncounter_key=1/' "$CFG" > "$WORK/plain.cfg"
 export FSDP_COUNT_FILE=$WORK/counts
-train "$WORK/counted.w" "$D/data.data" "$WORK/tiny.cfg" -plugin "$B/tests/libplugin_counter.so" -seed 11
+train "$WORK/counted.w" "$D/data.data" "$WORK/plain.cfg" -plugin "$B/tests/libplugin_counter.so" -seed 11
 check "the counting plugin changes nothing" cmp -s "$WORK/stock.w" "$WORK/counted.w"
 C=$FSDP_COUNT_FILE
 expect() { local v; v=$(count "$1" "$C"); check "hook $1 called $2 times (got ${v:-none})" [ "${v:-x}" = "$2" ]; }
-options=$(grep -cE '^[a-z_]+=' "$WORK/tiny.cfg")
+options=$(grep -cE '^[a-z_]+=' "$WORK/plain.cfg")
 expect layers 5
 expect status 0
 expect cfg_option "$options"
@@ -51,10 +51,10 @@ expect save_layer_before 5
 expect save_layer_after 5
 expect save_end 1
 check_not "a claimed key is not reported as unused" grep -q "counter_key" "$WORK/counted.w.log"
-check "an unclaimed unknown key still is" grep -q "Unused field" <(cd "$D" && "$DN" classifier train "$D/data.data" "$WORK/tiny.cfg" -seed 11 2>&1)
+check "an unclaimed unknown key still is" grep -q "Unused field" <(cd "$D" && "$DN" classifier train "$D/data.data" "$WORK/plain.cfg" -seed 11 2>&1)
 
 # Loading a weights file calls weights_loaded; training on from it works.
-(cd "$D" && "$DN" -plugin "$B/tests/libplugin_counter.so" classifier train "$D/data.data" "$WORK/tiny.cfg" "$WORK/stock.w" -seed 11 -clear >/dev/null 2>&1)
+(cd "$D" && "$DN" -plugin "$B/tests/libplugin_counter.so" classifier train "$D/data.data" "$WORK/plain.cfg" "$WORK/stock.w" -seed 11 -clear >/dev/null 2>&1)
 expect weights_loaded 1
 expect network_built 1
 

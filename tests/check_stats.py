@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Checks an -fsdp-stats file against the communication theory of DESIGN.md.
+
+usage: check_stats.py STATS --world N --strategy S --steps K [--subdivisions D]
+                      [--reshard 0|1] GROUP...
+GROUP is NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_BACKWARD with counts of
+parameters worked out from the cfg by hand (see the cfg's comments) and 0/1
+flags.  Per step, for a group with trainable T and frozen F parameters,
+padded buffers of N*ceil(T/N) and N*ceil(F/N) floats:
+  full:    all-gather of T's buffer in each forward (and again before backward
+           unless it is the root or reshard_after_forward=0); one reduce-scatter;
+           frozen F: one all-gather per forward, one more before backward only
+           when a frozen layer of the group must pass deltas back.
+  grad_op: one reduce-scatter and one all-gather of T's buffer.
+  none:    one all-reduce of T floats.
+Exits 1 with every mismatch listed."""
+import argparse
+import json
+import sys
+
+
+def ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+def expected(world, strategy, steps, sd, reshard, name, t, f, bwd, fbwd):
+    tb = world * ceil_div(t, world) * 4 if t else 0
+    fb = world * ceil_div(f, world) * 4 if f else 0
+    root = name == "(root)"
+    ag = rs = ar = gathers = 0
+    if strategy == "full":
+        for size, needed in ((tb, bwd and t), (fb, fbwd and f)):
+            if not size:
+                continue
+            # The root keeps what backward needs through the step's micro-batches.
+            ag += size if root and needed else size * sd
+            if needed and not root and reshard:
+                ag += size * sd
+                gathers += sd
+        rs = tb if bwd else 0
+    elif strategy == "grad_op":
+        ag, rs = tb, (tb if bwd else 0)
+    else:
+        ar = t * 4 if bwd else 0
+    return {"all_gather_bytes": ag * steps, "reduce_scatter_bytes": rs * steps,
+            "all_reduce_bytes": ar * steps, "backward_gathers": gathers * steps,
+            "trainable_params": t, "frozen_params": f}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("stats")
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--strategy", required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--subdivisions", type=int, default=1)
+    ap.add_argument("--reshard", type=int, default=1)
+    ap.add_argument("groups", nargs="+")
+    a = ap.parse_args()
+    st = json.load(open(a.stats))
+    bad = []
+    if st["world"] != a.world or st["strategy"] != a.strategy or st["steps"] != a.steps:
+        bad.append("header: world %s strategy %s steps %s" % (st["world"], st["strategy"], st["steps"]))
+    got = {g["name"]: g for g in st["groups"]}
+    totals = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
+    for spec in a.groups:
+        name, vals = spec.split("=")
+        t, f, bwd, fbwd = (int(v) for v in vals.split(","))
+        exp = expected(a.world, a.strategy, a.steps, a.subdivisions, a.reshard, name, t, f, bwd, fbwd)
+        g = got.get(name)
+        if g is None:
+            bad.append("group %s missing" % name)
+            continue
+        for k, v in exp.items():
+            if g[k] != v:
+                bad.append("group %s: %s = %s, theory %s" % (name, k, g[k], v))
+        for k in totals:
+            totals[k] += exp[k + "_bytes"]
+    for k, v in totals.items():
+        if st["bytes"][k] != v:
+            bad.append("total %s = %s, theory %s" % (k, st["bytes"][k], v))
+    for b in bad:
+        print("stats: " + b)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# N ranks with cfg batch b against one process with batch N*b, same seed:
+# weights files equal to float tolerance (header included), for each
+# strategy; and the stats file's bytes equal to the theory.
+# usage: test_equivalence.sh CFG NP [adam] [subdiv2]
+. "$(dirname "$0")/lib.sh"
+name=$1 np=$2
+shift 2
+variants="$*"
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 16
+CFG=$S/cfg/tests/$name.cfg
+steps=$(sed -n 's/^max_batches=//p' "$CFG")
+b=4 sd=1
+# Per-group parameter counts worked out by hand in each cfg's comments:
+# NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_NEEDS_BACKWARD
+case $name in
+  tiny) groups=("(root)=2453,0,1,0" "body=475,0,1,0") ;;
+  residual) groups=("(root)=1008,0,1,0" "stem=112,0,1,0" "res=0,0,1,0" "res.a=148,0,1,0" "res.b=20,0,1,0") ;;
+  rnn) groups=("(root)=21,0,1,0" "recurrent=4698,0,1,0") ;;
+  *) echo "no group table for $name"; exit 2 ;;
+esac
+
+# variant_cfg OUT BATCH [STRATEGY]: the cfg with batch, optimizer and strategy set.
+variant_cfg() {
+  local out=$1 batch=$2 strategy=${3:-}
+  sed -e "s/^batch=.*/batch=$batch/" "$CFG" > "$out"
+  case " $variants " in *" adam "*) sed -i 's/^\[net\]$/[net]\nadam=1\nB1=0.9\nB2=0.999\neps=0.00001/' "$out" ;; esac
+  case " $variants " in *" subdiv2 "*) sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((batch * 2))/" "$out" ;; esac
+  [ -n "$strategy" ] && sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$out"
+  return 0
+}
+case " $variants " in *" subdiv2 "*) sd=2 ;; esac
+
+ref_cfg=$WORK/ref.cfg
+variant_cfg "$ref_cfg" $((b * np))
+cp "$ref_cfg" "$WORK/$name.cfg"
+case " $variants " in
+  *" adam "*)
+    # Stock Darknet has no Adam on the CPU: the reference is the plugin's own world of one.
+    train "$WORK/ref.w" "$D/data.data" "$WORK/$name.cfg" -plugin "$PLUGIN" -seed 5 ;;
+  *)
+    train "$WORK/ref.w" "$D/data.data" "$WORK/$name.cfg" -seed 5
+    if [ "$np" = 1 ]; then
+      train "$WORK/p1.w" "$D/data.data" "$WORK/$name.cfg" -plugin "$PLUGIN" -seed 5
+      check "world 1 with the plugin equals stock Darknet" "$WDIFF" "$WORK/ref.w" "$WORK/p1.w" --tol 1e-5
+    fi ;;
+esac
+
+for strategy in full grad_op none; do
+  variant_cfg "$WORK/$name.cfg" "$b" "$strategy"
+  if ! train_np "$WORK/$strategy.w" "$np" "$D/data.data" "$WORK/$name.cfg" -seed 5 -fsdp-stats "$WORK/$strategy.json"; then
+    fail "$np ranks, shard=$strategy ran"
+    continue
+  fi
+  check "$np ranks, shard=$strategy: weights equal one process with batch $((b * np)) ($("$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4 | head -1))" \
+    "$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4
+  check "$np ranks, shard=$strategy: bytes in the stats file equal the theory" \
+    python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world "$np" --strategy "$strategy" \
+      --steps "$steps" --subdivisions "$sd" "${groups[@]}"
+  check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
+    [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
+done
+finish
