@@ -20,13 +20,14 @@ finish() { echo "$((CHECKS - FAILS)) passed, $FAILS failed"; [ "$FAILS" = 0 ]; }
 # make_data DIR [make-testdata options]: a small labelled image set.
 make_data() { "$S/tools/make-testdata" "$@" >/dev/null; }
 
-# train OUT_WEIGHTS DATA CFG [darknet args...]: one process, no plugin.
+# train OUT_WEIGHTS DATA CFG [darknet args...] [WEIGHTS]: one process, no
+# plugin unless the args load one (flags may stand after the cfg).
 # Runs in the data folder; copies the final weights to OUT_WEIGHTS.
 train() {
   local out=$1 data=$2 cfg=$3; shift 3
   local base; base=$(basename "$cfg" .cfg)
   (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
-   "$DN" "$@" classifier train "$data" "$cfg" > "$out.log" 2>&1) || { echo "darknet failed, log:"; tail -20 "$out.log"; return 1; }
+   "$DN" classifier train "$data" "$cfg" "$@" > "$out.log" 2>&1) || { echo "darknet failed, log:"; tail -20 "$out.log"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }
 
@@ -35,7 +36,7 @@ train_np() {
   local out=$1 np=$2 data=$3 cfg=$4; shift 4
   local base; base=$(basename "$cfg" .cfg)
   (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
-   "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" "$@" classifier train "$data" "$cfg" > "$out.log" 2>&1) \
+   "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$data" "$cfg" "$@" > "$out.log" 2>&1) \
     || { echo "mpirun -np $np failed, log:"; tail -30 "$out.log"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }

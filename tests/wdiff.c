@@ -1,5 +1,6 @@
 /* fsdp_wdiff A B [--tol T] [--exact] [--floats START:END]
- * Compares two Darknet weights files: the header (version, seen) exactly,
+ * Compares two Darknet weights files: the header (version, seen) exactly
+ * unless --floats is given (a range of floats: the header is not compared),
  * then the floats, element by element, with |a-b| <= T * max(1, |a|, |b|).
  * --floats limits the float comparison to [START, END) (e.g. the frozen
  * trunk).  Exits 0 when equal, 1 when not, 2 on bad input; says why. */
@@ -55,13 +56,15 @@ int main(int argc, char **argv)
     if (!a || !b) { fprintf(stderr, "usage: fsdp_wdiff A B [--tol T] [--exact] [--floats START:END]\n"); return 2; }
     wfile x, y;
     if (load(a, &x) || load(b, &y)) return 2;
-    if (x.major != y.major || x.minor != y.minor || x.revision != y.revision || x.seen != y.seen) {
+    int whole = lo == 0 && hi == (size_t)-1;
+    if (whole && (x.major != y.major || x.minor != y.minor || x.revision != y.revision || x.seen != y.seen)) {
         printf("header differs: %d.%d.%d seen %llu vs %d.%d.%d seen %llu\n", x.major, x.minor, x.revision,
                x.seen, y.major, y.minor, y.revision, y.seen);
         return 1;
     }
-    if (x.n != y.n) { printf("sizes differ: %zu vs %zu floats\n", x.n, y.n); return 1; }
+    if (whole && x.n != y.n) { printf("sizes differ: %zu vs %zu floats\n", x.n, y.n); return 1; }
     if (hi > x.n) hi = x.n;
+    if (hi > y.n) hi = y.n;
     size_t bad = 0, first = 0;
     double maxd = 0;
     for (size_t i = lo; i < hi; ++i) {
