@@ -1,4 +1,102 @@
-# The GPU build needs Darknet's CUDA code ported to CUDA 13 / cuDNN 9; those
-# patches are not in patches/ yet.  Refuse rather than silently build for CPU.
-message(FATAL_ERROR "FSDP_GPU=ON: the CUDA 13 / cuDNN 9 patches for Darknet are not in "
-  "patches/ yet, so a GPU build is not possible.  Configure without -DFSDP_GPU=ON.")
+# GPU build of Darknet (CUDA 13, cuDNN 9) and what the plugin needs for its
+# NCCL backend.  Included from cmake/darknet.cmake when FSDP_GPU=ON, after
+# darknet_lib exists and before the darknet executable and the plugin
+# (cmake/plugin.cmake) are defined.
+#   FSDP_CUDA_ARCHS  GPU architectures, CMake's CUDA_ARCHITECTURES syntax
+#                    ("80;90": SASS and PTX for sm_80 and sm_90; the PTX lets
+#                    newer GPUs run the kernels after a JIT compile)
+#   FSDP_CUDNN       cuDNN convolutions (default ON)
+
+set(FSDP_CUDA_ARCHS "80;90" CACHE STRING "CUDA architectures for Darknet's kernels")
+
+# --- Compiler and toolkit ----------------------------------------------------
+# Look where NVIDIA installs by default when nvcc is not already on PATH.
+if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+include(CheckLanguage)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+  message(FATAL_ERROR "FSDP_GPU=ON but no CUDA compiler (nvcc) was found.  Install the "
+    "CUDA 13 toolkit in /usr/local/cuda, put its bin/ on PATH or pass "
+    "-DCMAKE_CUDA_COMPILER=/path/to/nvcc; or configure without -DFSDP_GPU=ON.")
+endif()
+# Must be set before enable_language so CMake's compiler check uses them too.
+set(CMAKE_CUDA_ARCHITECTURES "${FSDP_CUDA_ARCHS}")
+# One shared CUDA runtime for darknet and the plugin: with the static runtime
+# (CMake's default) each would have its own, and the plugin's streams and
+# events would be meaningless to Darknet's.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+if(CUDAToolkit_VERSION VERSION_LESS 12)
+  message(WARNING "CUDA ${CUDAToolkit_VERSION}: this build is made for CUDA 13 (tested), "
+    "older toolkits may still work.")
+endif()
+
+# --- cuDNN -------------------------------------------------------------------
+if(FSDP_CUDNN)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
+    PATH_SUFFIXES cudnn)
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
+    message(FATAL_ERROR "FSDP_CUDNN=ON but cuDNN was not found (cudnn.h: "
+      "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}).  Install cuDNN 9 for CUDA 13 "
+      "(headers and libcudnn.so next to CUDA's, or pass -DCUDNN_INCLUDE_DIR= and "
+      "-DCUDNN_LIBRARY=), or configure with -DFSDP_CUDNN=OFF.")
+  endif()
+  file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_major REGEX "define CUDNN_MAJOR ")
+  string(REGEX MATCH "[0-9]+" _cudnn_major "${_cudnn_major}")
+  if(_cudnn_major AND _cudnn_major LESS 8)
+    message(FATAL_ERROR "cuDNN ${_cudnn_major} found in ${CUDNN_INCLUDE_DIR}; the patched "
+      "Darknet needs cuDNN 8 or newer (9 tested).")
+  endif()
+endif()
+
+# --- NCCL (the plugin's GPU backend) -----------------------------------------
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME
+  PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
+  PATH_SUFFIXES lib lib64)
+if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+  message(FATAL_ERROR "FSDP_GPU=ON but NCCL was not found (nccl.h: ${NCCL_INCLUDE_DIR}, "
+    "libnccl: ${NCCL_LIBRARY}).  Install NCCL 2 (e.g. Debian/Ubuntu libnccl-dev, or into "
+    "/usr/local/cuda), set NCCL_HOME, or pass -DNCCL_INCLUDE_DIR= and -DNCCL_LIBRARY=.")
+endif()
+
+# --- Darknet ------------------------------------------------------------------
+set(DN_CUDA_SOURCES convolutional_kernels deconvolutional_kernels activation_kernels
+    im2col_kernels col2im_kernels blas_kernels crop_layer_kernels dropout_layer_kernels
+    maxpool_layer_kernels avgpool_layer_kernels)
+list(TRANSFORM DN_CUDA_SOURCES PREPEND "${DARKNET_SRC}/src/")
+list(TRANSFORM DN_CUDA_SOURCES APPEND ".cu")
+target_sources(darknet_lib PRIVATE ${DN_CUDA_SOURCES})
+# darknet_lib existed before the variables above were set: set its properties.
+set_target_properties(darknet_lib PROPERTIES CUDA_ARCHITECTURES "${FSDP_CUDA_ARCHS}"
+  CUDA_RUNTIME_LIBRARY Shared)
+# PUBLIC: GPU and CUDNN change the layout of `layer` and `network`; the plugin
+# copies these definitions (cmake/plugin.cmake) so it sees the same structs.
+target_compile_definitions(darknet_lib PUBLIC GPU)
+target_link_libraries(darknet_lib PUBLIC CUDA::cudart CUDA::cublas CUDA::curand)
+if(FSDP_CUDNN)
+  target_compile_definitions(darknet_lib PUBLIC CUDNN)
+  target_include_directories(darknet_lib PUBLIC "${CUDNN_INCLUDE_DIR}")
+  target_link_libraries(darknet_lib PUBLIC "${CUDNN_LIBRARY}")
+endif()
+
+# --- What the plugin needs ----------------------------------------------------
+# fsdp_core is defined later (cmake/plugin.cmake) and does not link
+# darknet_lib (Darknet's symbols come from the executable), so it gets CUDA's
+# headers, cuDNN's (darknet.h includes cudnn.h under CUDNN) and NCCL from this
+# interface target.  cudart is the same shared library darknet links.
+add_library(fsdp_gpu INTERFACE)
+target_include_directories(fsdp_gpu INTERFACE "${NCCL_INCLUDE_DIR}")
+target_link_libraries(fsdp_gpu INTERFACE CUDA::cudart "${NCCL_LIBRARY}")
+if(FSDP_CUDNN)
+  target_include_directories(fsdp_gpu INTERFACE "${CUDNN_INCLUDE_DIR}")
+endif()
+# cuBLAS and cuRAND headers come in through darknet.h.
+target_include_directories(fsdp_gpu INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+
+message(STATUS "GPU build: CUDA ${CUDAToolkit_VERSION}, archs ${FSDP_CUDA_ARCHS}, "
+  "cuDNN ${FSDP_CUDNN}, NCCL ${NCCL_LIBRARY}")

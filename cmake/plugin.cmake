@@ -12,6 +12,10 @@ get_target_property(_dn_defs darknet_lib INTERFACE_COMPILE_DEFINITIONS)
 if(_dn_defs)
   target_compile_definitions(fsdp_core PUBLIC ${_dn_defs})
 endif()
+# GPU build: CUDA, cuDNN and NCCL headers, cudart and NCCL (cmake/gpu.cmake).
+if(TARGET fsdp_gpu)
+  target_link_libraries(fsdp_core PUBLIC fsdp_gpu)
+endif()
 
 add_library(darknet_fsdp MODULE "${CMAKE_SOURCE_DIR}/plugin/plugin_main.c")
 target_link_libraries(darknet_fsdp PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,fsdp_core>")

@@ -231,6 +231,12 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (e->net)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "darknet-fsdp shards one network per process, and this "
                          "command builds a second one (e.g. -gpus with several GPUs); use one per rank");
+#ifdef GPU
+    /* The engine shards host arrays; Darknet's GPU path reads the *_gpu ones. */
+    if (net->gpu_index >= 0)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "sharding on the GPU is not implemented yet: the engine "
+                         "re-points host arrays only; use the CPU build (build/darknet)");
+#endif
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     FSDP_TRY(agree(e, local, local == FSDP_OK ? plan_hash(e, net) : 0));

@@ -13,3 +13,4 @@ target_link_libraries(fsdp_wdiff PRIVATE m)
 set_target_properties(fsdp_wdiff PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")
 
 fsdp_script_test(hooks_and_seed test_hooks.sh)
+fsdp_script_test(cfg_errors test_errors.sh)

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Bad cfg keys, group layouts, flags and rank mismatches stop the run before
+# any step: a "file:line: what" message, a non-zero exit on every rank, no
+# weights or stats file written, and no hang.
+. "$(dirname "$0")/lib.sh"
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 8
+base=$S/cfg/tests/tiny.cfg
+
+# expect_error NAME PATTERN NP CFG [args]: runs NP ranks (or one process
+# with the plugin for NP=1) and checks exit code, message and no output.
+expect_error() {
+  local what=$1 pat=$2 np=$3 cfg=$4; shift 4
+  local out rc=0
+  [ $# = 0 ] && set -- -fsdp-stats "$WORK/stats.json"
+  rm -rf "$D/backup"/* "$WORK/stats.json"
+  if [ "$np" = 1 ]; then
+    out=$(cd "$D" && timeout 60 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$cfg" "$@" 2>&1) || rc=$?
+  else
+    out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$cfg" "$@" 2>&1) || rc=$?
+  fi
+  local written; written=$( { find "$D/backup" -type f; ls "$WORK/stats.json" 2>/dev/null; } | grep -c . || true)
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qE -- "$pat" <<< "$out" && [ "$written" = 0 ]; then
+    pass "$what (exit $rc)"
+  else
+    fail "$what: exit $rc, files written $written, output: $(grep -i "fsdp\|error" <<< "$out" | head -3)"
+  fi
+}
+
+# with SED_EDIT: a copy of tiny.cfg edited by sed.
+with() { local f=$WORK/c$RANDOM.cfg; sed "$1" "$base" > "$f"; echo "$f"; }
+# line_of CFG PATTERN: the line number the error must name.
+line_of() { grep -n -m1 -- "$2" "$1" | cut -d: -f1; }
+
+c=$(with 's/^\[net\]$/[net]\nshard=fully/')
+expect_error "bad shard value" "c[0-9]+\.cfg:$(line_of "$c" shard=fully): shard=fully: expected full, grad_op or none" 2 "$c"
+c=$(with 's/^\[net\]$/[net]\nshard_prefetsh=1/')
+expect_error "unknown shard_ key in [net]" "cfg:$(line_of "$c" shard_prefetsh): unknown key shard_prefetsh" 1 "$c"
+c=$(with 's/^\[net\]$/[net]\nreshard_after_forward=yes/')
+expect_error "reshard_after_forward must be 0 or 1" "cfg:$(line_of "$c" reshard_after): reshard_after_forward=yes: expected 0 or 1" 1 "$c"
+c=$(with 's/^\[net\]$/[net]\nshard_auto_group=-5/')
+expect_error "shard_auto_group must be a count" "cfg:$(line_of "$c" shard_auto): shard_auto_group=-5" 1 "$c"
+c=$(with '0,/^shard_group=body$/s//shard_group=body..x/')
+expect_error "malformed group name" "cfg:$(line_of "$c" body..x): shard_group=body..x: a group name is" 2 "$c"
+c=$(with '0,/^shard_group=body$/s//shard_group=bo\/dy/')
+expect_error "group name with a slash" "cfg:$(line_of "$c" bo/dy): shard_group=bo/dy" 1 "$c"
+c=$(with '0,/^filters=7$/s//filters=7\nfrozen=2/')
+expect_error "frozen=2 is an error" "cfg:$(line_of "$c" frozen=2): frozen=2: expected 0 or 1" 3 "$c"
+c=$(with '0,/^filters=7$/s//filters=7\nshard_grup=x/')
+expect_error "unknown shard_ key in a layer" "unknown layer key shard_grup" 1 "$c"
+c=$(with 's/^\[net\]$/[net]\nfrozen=1/')
+expect_error "frozen in [net]" "cfg:$(line_of "$c" frozen=1): frozen is a layer key" 1 "$c"
+# Crossing spans: layer 3 in group body2 sits between body's layers 0-2 and 4.
+c=$(with 's/^output=5$/output=5\nshard_group=other/; s/^output=3$/output=3\nshard_group=body/')
+expect_error "crossing group spans" "cfg:$(line_of "$c" shard_group=other): layer 3 \(group other\) lies inside the span of group body \(layers 0-4\)" 2 "$c"
+expect_error "-fsdp-stats in a missing folder" "-fsdp-stats .*cannot write" 1 "$base" -fsdp-stats "$WORK/no/such/dir/s.json"
+expect_error "-fsdp-backend must be mpi or nccl" "-fsdp-backend tcp: expected mpi or nccl" 1 "$base" -fsdp-backend tcp
+
+# Ranks given different cfgs (frozen flags differ): an error on every rank, not a hang.
+c1=$(with 's/^filters=6$/filters=6\nfrozen=1/')
+out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np 1 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$base" : \
+      -np 1 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$c1" 2>&1) && rc=0 || rc=$?
+n=$(grep -c "the ranks were given different networks" <<< "$out" || true)
+check "frozen flags that differ between ranks stop every rank (exit $rc, $n ranks said so)" \
+  [ "$rc" != 0 -a "$rc" != 124 -a "$n" = 2 -a ! -e "$D/backup/tiny.weights" ]
+# One rank's cfg error stops the others too.
+c2=$(with 's/^\[net\]$/[net]\nshard=bogus/')
+out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np 1 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$base" : \
+      -np 1 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$c2" 2>&1) && rc=0 || rc=$?
+check "one rank's cfg error stops the other (exit $rc)" \
+  grep -q "another rank found an error in its cfg" <<< "$out"
+finish
