@@ -1,0 +1,257 @@
+/* Criterion unit tests (single process): cfg keys, the group plan, flat
+ * layout and padding, and the sharded optimizer against Darknet's own update. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_cfg.h"
+#include "fsdp_engine.h"
+#include "fsdp_flat.h"
+#include "fsdp_groups.h"
+#include "fsdp_optim.h"
+#include "connected_layer.h"
+#include "parser.h"
+
+/* ---- cfg keys ---------------------------------------------------------- */
+
+Test(cfg, claims_its_keys_and_parses_values)
+{
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 2, -1, "shard", "grad_op"), 1);
+    cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 3, -1, "shard_auto_group", "1000"), 1);
+    cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 4, -1, "batch", "8"), 0, "Darknet's own key is not ours");
+    cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 9, 2, "frozen", "1"), 1);
+    cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 10, 2, "shard_group", "trunk.block-1_a"), 1);
+    cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 11, 2, "filters", "8"), 0);
+    cr_assert_eq(c.strategy, FSDP_SHARD_GRAD_OP);
+    cr_assert_eq(c.auto_group, 1000);
+    cr_assert_eq(c.nlayers, 3);
+    cr_assert_eq(c.layers[2].frozen, 1);
+    cr_assert_str_eq(c.layers[2].group, "trunk.block-1_a");
+    cr_assert_eq(c.layers[2].group_line, 10);
+    cr_assert_eq(c.error, FSDP_OK);
+    fsdp_cfg_free(&c);
+}
+
+Test(cfg, rejects_bad_values_but_keeps_reading)
+{
+    const char *bad[][3] = { { "-1", "shard", "zero3" }, { "-1", "reshard_after_forward", "2" },
+                             { "-1", "shard_prefetch", "yes" }, { "-1", "shard_auto_group", "1e3" },
+                             { "-1", "shard_foo", "1" }, { "-1", "frozen", "1" }, { "0", "frozen", "true" },
+                             { "0", "shard_group", "a..b" }, { "0", "shard_group", ".a" },
+                             { "0", "shard_group", "a." }, { "0", "shard_group", "a/b" }, { "0", "shards", "1" } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        fsdp_cfg c;
+        fsdp_cfg_init(&c);
+        cr_assert_eq(fsdp_cfg_option(&c, "a.cfg", 7, atoi(bad[i][0]), bad[i][1], bad[i][2]), 1,
+                     "%s=%s is the plugin's key", bad[i][1], bad[i][2]);
+        cr_assert_eq(c.error, FSDP_ERR_CONFIG, "%s=%s must be an error", bad[i][1], bad[i][2]);
+        fsdp_cfg_free(&c);
+    }
+}
+
+Test(cfg, group_names)
+{
+    cr_assert(fsdp_group_name_valid("a"));
+    cr_assert(fsdp_group_name_valid("trunk.block1.conv-2_x"));
+    cr_assert_not(fsdp_group_name_valid(""));
+    cr_assert_not(fsdp_group_name_valid("a..b"));
+    cr_assert_not(fsdp_group_name_valid("a.b."));
+    cr_assert_not(fsdp_group_name_valid("(root)"));
+}
+
+/* ---- the plan: groups, spans, backward analysis ------------------------- */
+
+static network *tiny_net(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cfg/tests/tiny.cfg", getenv("FSDP_SOURCE") ? getenv("FSDP_SOURCE") : ".");
+    return parse_network_cfg(path);
+}
+
+static void key(fsdp_cfg *c, int layer, const char *k, const char *v)
+{
+    fsdp_cfg_option(c, "t.cfg", layer + 10, layer, k, v);
+}
+
+Test(plan, nested_groups_spans_and_backward)
+{
+    network *net = tiny_net();   /* conv, maxpool, conv, connected, connected, softmax */
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    key(&c, 0, "shard_group", "trunk.a");
+    key(&c, 0, "frozen", "1");
+    key(&c, 1, "shard_group", "trunk.a");
+    key(&c, 2, "shard_group", "trunk.b");
+    key(&c, 2, "frozen", "1");
+    key(&c, 3, "shard_group", "head");
+    fsdp_layout_plan p;
+    cr_assert_eq(fsdp_plan_build(&p, &c, net), FSDP_OK);
+    cr_assert_eq(p.ngroups, 5);   /* root, trunk, trunk.a, trunk.b, head */
+    cr_assert_str_eq(p.groups[0].name, FSDP_ROOT_NAME);
+    int a = p.layer_group[0], b = p.layer_group[2], h = p.layer_group[3];
+    cr_assert_str_eq(p.groups[a].name, "trunk.a");
+    cr_assert_str_eq(p.groups[p.groups[a].parent].name, "trunk");
+    cr_assert_eq(p.groups[p.groups[a].parent].span_first, 0);
+    cr_assert_eq(p.groups[p.groups[a].parent].span_last, 2);
+    cr_assert_eq(p.groups[b].span_first, 2);
+    cr_assert_eq(p.layer_group[4], 0);
+    cr_assert_eq(p.groups[h].nlayers, 1);
+    /* Frozen prefix: no backward through layers 0-2; the head and above need it. */
+    unsigned char need[] = { 0, 0, 0, 1, 1, 1 };
+    for (int i = 0; i < 6; ++i) cr_assert_eq(p.need_bwd[i], need[i], "layer %d", i);
+    cr_assert_eq(p.layer_params[0], 91);
+    cr_assert_eq(p.layer_params[2], 384);
+    fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+}
+
+Test(plan, a_trainable_layer_below_makes_frozen_layers_need_backward)
+{
+    network *net = tiny_net();
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    key(&c, 2, "frozen", "1");
+    key(&c, 3, "frozen", "1");
+    fsdp_layout_plan p;
+    cr_assert_eq(fsdp_plan_build(&p, &c, net), FSDP_OK);
+    for (int i = 0; i < 6; ++i) cr_assert_eq(p.need_bwd[i], 1, "layer %d", i);
+    cr_assert_eq(p.trainable[2], 0);
+    fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+}
+
+Test(plan, crossing_spans_are_an_error)
+{
+    network *net = tiny_net();
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    key(&c, 0, "shard_group", "x");
+    key(&c, 1, "shard_group", "y");
+    key(&c, 2, "shard_group", "x");
+    fsdp_layout_plan p;
+    cr_assert_eq(fsdp_plan_build(&p, &c, net), FSDP_ERR_CONFIG);
+    fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+}
+
+Test(plan, auto_groups_collect_ungrouped_layers)
+{
+    network *net = tiny_net();
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    fsdp_cfg_option(&c, "t.cfg", 2, -1, "shard_auto_group", "400");
+    key(&c, 4, "shard_group", "out");
+    fsdp_layout_plan p;
+    cr_assert_eq(fsdp_plan_build(&p, &c, net), FSDP_OK);
+    /* 91 + 0 + 384 >= 400 closes auto0 after layer 2; layer 3 (2435) opens auto1;
+     * layer 4 is named; layer 5 (no parameters) opens auto2. */
+    cr_assert_str_eq(p.groups[p.layer_group[0]].name, "auto0");
+    cr_assert_eq(p.layer_group[2], p.layer_group[0]);
+    cr_assert_str_eq(p.groups[p.layer_group[3]].name, "auto1");
+    cr_assert_str_eq(p.groups[p.layer_group[4]].name, "out");
+    cr_assert_str_eq(p.groups[p.layer_group[5]].name, "auto2");
+    fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+}
+
+/* ---- flat layout and padding -------------------------------------------- */
+
+static fsdp_status no_bcast(fsdp_backend *b, void *buf, size_t n, int root) { return FSDP_OK; }
+
+Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
+{
+    /* Two tensors, 10 and 7 floats (17), three ranks: shards of 6, one pad float. */
+    fsdp_backend be = { .name = "fake", .rank = 2, .world = 3, .broadcast = no_bcast };
+    fsdp_engine e;
+    fsdp_engine_init(&e, &be);
+    e.strategy = FSDP_SHARD_FULL;
+    layer l = {0};
+    l.weights = calloc(10, sizeof(float));
+    l.biases = calloc(7, sizeof(float));
+    for (int i = 0; i < 10; ++i) l.weights[i] = (float)i;
+    for (int i = 0; i < 7; ++i) l.biases[i] = 100.f + i;
+    fsdp_tensor t[2] = { { &l, &l.weights, &l.weight_updates, 10, 1, 0 },
+                         { &l, &l.biases, &l.bias_updates, 7, 0, 0 } };
+    fsdp_flat f;
+    cr_assert_eq(fsdp_flat_setup(&e, &f, t, 2, 1, 1), FSDP_OK);
+    cr_assert_eq(f.count, 17);
+    cr_assert_eq(f.shard, 6);
+    cr_assert_eq(f.nfull, 18);
+    cr_assert_null(l.weights, "Darknet's array is freed and the layer points nowhere");
+    /* Rank 2 owns floats 12..17: biases 2..6, then one zero pad. */
+    for (int i = 0; i < 5; ++i) cr_assert_float_eq(f.own[i], 102.f + i, 0);
+    cr_assert_float_eq(f.own[5], 0.f, 0);
+    cr_assert_eq(f.nruns, 1);
+    cr_assert_eq(f.runs[0].off, 0);
+    cr_assert_eq(f.runs[0].len, 5, "the pad float is never updated");
+    cr_assert_eq(f.runs[0].is_weight, 0);
+    fsdp_flat_free(&f);
+    e.be = NULL;
+    fsdp_engine_free(&e);
+}
+
+/* ---- the optimizer against Darknet's own update ------------------------- */
+
+Test(optim, sgd_matches_update_connected_layer)
+{
+    int in = 13, out = 5;
+    layer l = make_connected_layer(4, in, out, LINEAR, 0, 0);
+    size_t nw = (size_t)in * out;
+    float *w = malloc(nw * sizeof(float)), *m = malloc(nw * sizeof(float)), *g = malloc(nw * sizeof(float));
+    float *b = malloc(out * sizeof(float)), *bm = malloc(out * sizeof(float)), *bg = malloc(out * sizeof(float));
+    srand(3);
+    for (size_t i = 0; i < nw; ++i) {
+        w[i] = l.weights[i] = rand_uniform(-1, 1);
+        m[i] = rand_uniform(-1, 1);
+        g[i] = rand_uniform(-1, 1);
+        l.weight_updates[i] = m[i] + g[i];   /* Darknet's one buffer: momentum plus new gradient */
+    }
+    for (int i = 0; i < out; ++i) {
+        b[i] = l.biases[i] = rand_uniform(-1, 1);
+        bm[i] = rand_uniform(-1, 1);
+        bg[i] = rand_uniform(-1, 1);
+        l.bias_updates[i] = bm[i] + bg[i];
+    }
+    update_args a = { .batch = 24, .learning_rate = 0.1f, .momentum = 0.9f, .decay = 0.0005f };
+    update_connected_layer(l, a);
+    fsdp_optim_args o = { 0.1f, 0.9f, 0.0005f, 24, 0, 0, 0, 0, 1 };
+    fsdp_sgd(w, m, g, nw, 1, &o);
+    fsdp_sgd(b, bm, bg, out, 0, &o);
+    for (size_t i = 0; i < nw; ++i) {
+        cr_assert_float_eq(w[i], l.weights[i], 1e-6, "weight %zu", i);
+        cr_assert_float_eq(m[i], l.weight_updates[i], 1e-6, "momentum %zu", i);
+    }
+    for (int i = 0; i < out; ++i) {
+        cr_assert_float_eq(b[i], l.biases[i], 1e-6, "bias %d (no decay)", i);
+        cr_assert_float_eq(bm[i], l.bias_updates[i], 1e-6);
+    }
+}
+
+Test(optim, adam_matches_darknets_gpu_update)
+{
+    /* adam_update_gpu: m = B1 m + (1-B1) d, v = B2 v + (1-B2) d^2 with
+     * d = g - decay*batch*w, x += rate * mhat / (sqrt(vhat) + eps). */
+    float w[3] = { 0.5f, -1.f, 2.f }, m[3] = { 0.1f, 0, -0.2f }, v[3] = { 0.01f, 0.02f, 0 };
+    float g[3] = { 1.f, -2.f, 0.5f };
+    fsdp_optim_args o = { 0.01f, 0, 0.001f, 8, 1, 0.9f, 0.999f, 1e-7f, 3 };
+    double ew[3];
+    for (int i = 0; i < 3; ++i) {
+        double d = g[i] - 0.001 * 8 * w[i];
+        double mi = 0.9 * m[i] + 0.1 * d, vi = 0.999 * v[i] + 0.001 * d * d;
+        ew[i] = w[i] + 0.01 * (mi / (1 - pow(0.9, 3))) / (sqrt(vi / (1 - pow(0.999, 3))) + 1e-7);
+    }
+    fsdp_adam(w, m, v, g, 3, &o);
+    for (int i = 0; i < 3; ++i) cr_assert_float_eq(w[i], ew[i], 1e-5, "w[%d] %g vs %g", i, w[i], ew[i]);
+}
+
+Test(optim, no_gradient_still_decays_and_keeps_momentum)
+{
+    float w = 1.f, m = 0.5f;
+    fsdp_optim_args o = { 0.1f, 0.9f, 0.01f, 10, 0, 0, 0, 0, 1 };
+    fsdp_sgd(&w, &m, NULL, 1, 1, &o);
+    /* u = 0.5 - 0.01*10*1 = 0.4; w = 1 + 0.01*0.4; m = 0.36 */
+    cr_assert_float_eq(w, 1.004f, 1e-6);
+    cr_assert_float_eq(m, 0.36f, 1e-6);
+}
