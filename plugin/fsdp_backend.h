@@ -56,9 +56,9 @@ fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device);
 #endif
 
-/* Checks shared by the engines, so that they refuse the same calls. */
-/* *in_place = 1 when shard is rank's own part of full; FSDP_ERR_UNSUPPORTED
- * when they overlap any other way. */
+/* Checks shared by the engines, so that they all refuse the same calls.
+ * check_layout: *in_place = 1 when shard is this rank's own part of full
+ * (NCCL's in-place convention); FSDP_ERR_UNSUPPORTED for any other overlap. */
 fsdp_status fsdp_backend_check_layout(const fsdp_backend *b, const float *shard,
                                       const float *full, size_t shard_count, int *in_place);
 /* FSDP_ERR_COMM unless 0 <= root < world. */

@@ -5,22 +5,26 @@
 #include <string.h>
 #include "fsdp_backend.h"
 
-static fsdp_status self_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+/* With one rank, all-gather and reduce-scatter are the same copy, one each
+ * way between shard and full. */
+static fsdp_status self_copy(fsdp_backend *b, const float *shard, const float *full, size_t n,
+                             float *to, const float *from)
 {
     int in_place;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     if (n > 0 && !in_place)
-        memcpy(full, shard, n * sizeof(float));
+        memcpy(to, from, n * sizeof(float));
     return FSDP_OK;
+}
+
+static fsdp_status self_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+{
+    return self_copy(b, shard, full, n, full, shard);
 }
 
 static fsdp_status self_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
 {
-    int in_place;
-    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
-    if (n > 0 && !in_place)
-        memcpy(shard, full, n * sizeof(float));
-    return FSDP_OK;
+    return self_copy(b, shard, full, n, shard, full);
 }
 
 static fsdp_status self_all_reduce(fsdp_backend *b, float *buf, size_t count)

@@ -1,0 +1,154 @@
+/* bench_collectives: an nccl-tests-style table for the MPI backend's
+ * all_gather, reduce_scatter and all_reduce.
+ *
+ *   mpirun -np 2 --oversubscribe --mca btl_vader_single_copy_mechanism none \
+ *       build/tests/bench_collectives [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-w WARMUP]
+ *
+ * size is S, the full buffer in bytes (the gathered buffer, the buffer
+ * reduce-scattered, the buffer all-reduced); count is S in floats.  Each
+ * iteration starts after a barrier and takes the slowest rank's time; the
+ * table shows the median.  algbw = S / time; busbw scales it by the share of
+ * S each rank must send, as nccl-tests does: (n-1)/n for all-gather and
+ * reduce-scatter, 2(n-1)/n for all-reduce.  Correctness is
+ * test_collectives' job, not this one's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include "fsdp_backend.h"
+
+typedef struct {
+    size_t min_bytes, max_bytes;
+    int iters, warmup;
+} options;
+
+typedef struct {
+    const char *name;
+    fsdp_status (*run)(fsdp_backend *b, float *full, float *shard, size_t shard_n);
+    double bus_factor; /* busbw / algbw, times n / (n-1) */
+} collective;
+
+static fsdp_status run_all_gather(fsdp_backend *b, float *full, float *shard, size_t n)
+{
+    return b->all_gather(b, shard, full, n);
+}
+
+static fsdp_status run_reduce_scatter(fsdp_backend *b, float *full, float *shard, size_t n)
+{
+    return b->reduce_scatter(b, full, shard, n);
+}
+
+static fsdp_status run_all_reduce(fsdp_backend *b, float *full, float *shard, size_t n)
+{
+    (void)shard;
+    return b->all_reduce(b, full, n * (size_t)b->world);
+}
+
+static const collective collectives[] = {
+    { "all_gather", run_all_gather, 1 },
+    { "reduce_scatter", run_reduce_scatter, 1 },
+    { "all_reduce", run_all_reduce, 2 },
+};
+
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){ .min_bytes = 1024, .max_bytes = 64u << 20, .iters = 20, .warmup = 5 };
+    for (int i = 1; i + 1 < argc; i += 2) {
+        long long v = atoll(argv[i + 1]);
+        if (v <= 0)
+            return 0;
+        if (!strcmp(argv[i], "-b"))
+            o->min_bytes = (size_t)v;
+        else if (!strcmp(argv[i], "-e"))
+            o->max_bytes = (size_t)v;
+        else if (!strcmp(argv[i], "-n"))
+            o->iters = (int)v;
+        else if (!strcmp(argv[i], "-w"))
+            o->warmup = (int)v;
+        else
+            return 0;
+    }
+    return argc % 2 == 1 && o->min_bytes <= o->max_bytes;
+}
+
+static void must(fsdp_status s, const char *what)
+{
+    if (s == FSDP_OK)
+        return;
+    fprintf(stderr, "bench_collectives: %s: %s\n", what, fsdp_status_str(s));
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over iterations of the slowest rank's time, in seconds. */
+static double median_time(fsdp_backend *b, const collective *c, const options *o,
+                          float *full, float *shard, size_t n, double *times)
+{
+    for (int i = 0; i < o->warmup + o->iters; i++) {
+        must(b->barrier(b), "barrier");
+        double t0 = MPI_Wtime();
+        must(c->run(b, full, shard, n), c->name);
+        if (i >= o->warmup)
+            times[i - o->warmup] = MPI_Wtime() - t0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, times, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    qsort(times, (size_t)o->iters, sizeof *times, by_value);
+    return o->iters % 2 ? times[o->iters / 2]
+                        : (times[o->iters / 2 - 1] + times[o->iters / 2]) / 2;
+}
+
+static void bench(fsdp_backend *b, const collective *c, const options *o,
+                  float *full, float *shard, double *times)
+{
+    int w = b->world;
+    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 2) {
+        size_t n = fsdp_shard_count((bytes + sizeof(float) - 1) / sizeof(float), w);
+        size_t s = n * (size_t)w * sizeof(float); /* padded up to a multiple of the world */
+        double t = median_time(b, c, o, full, shard, n, times);
+        double algbw = (double)s / t / 1e9;
+        double busbw = algbw * c->bus_factor * (w - 1) / w;
+        if (b->rank == 0)
+            printf("%16s %12zu %14zu %11.1f %12.3f %12.3f\n", c->name, s, s / sizeof(float),
+                   t * 1e6, algbw, busbw);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    options o;
+    if (!parse(argc, argv, &o)) {
+        fprintf(stderr, "usage: bench_collectives [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-w WARMUP]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    fsdp_backend *b = NULL;
+    must(fsdp_backend_mpi_create(&b), "mpi backend");
+    size_t max_n = fsdp_shard_count((o.max_bytes + 3) / sizeof(float), b->world) * (size_t)b->world;
+    /* Zeros stay zeros through every sum: no overflow, no denormals to slow
+     * the reductions down. */
+    float *full = calloc(max_n + 1, sizeof(float)), *shard = calloc(max_n + 1, sizeof(float));
+    double *times = calloc((size_t)o.iters, sizeof(double));
+    if (!full || !shard || !times)
+        must(FSDP_ERR_NOMEM, "buffers");
+    if (b->rank == 0) {
+        printf("# bench_collectives: backend %s, world %d, median of %d iterations after %d warmup\n"
+               "# time: slowest rank after a barrier; algbw = size/time; busbw = algbw*(n-1)/n,\n"
+               "# all_reduce 2(n-1)/n\n#\n", b->name, b->world, o.iters, o.warmup);
+        printf("# %14s %12s %14s %11s %12s %12s\n", "collective", "size(B)", "count(float)",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+    }
+    for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; i++)
+        bench(b, &collectives[i], &o, full, shard, times);
+    free(full);
+    free(shard);
+    free(times);
+    b->destroy(b);
+    MPI_Finalize();
+    return 0;
+}
