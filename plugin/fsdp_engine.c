@@ -352,7 +352,7 @@ static void step_flat(fsdp_flat *f, const update_args *a)
         const fsdp_run *run = &f->runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
-        float *w = f->own + run->off, *m = f->m + run->off, *v = f->v + run->off;
+        float *w = f->own + run->off, *m = f->m + run->off, *v = f->v ? f->v + run->off : NULL;
         const float *gr = f->has_grad ? f->gown + run->off : NULL;
         if (a->adam) fsdp_adam(w, m, v, gr, run->len, &o);
         else fsdp_sgd(w, m, gr, run->len, run->is_weight, &o);

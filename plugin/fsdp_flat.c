@@ -79,14 +79,16 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
         f->full = full;        /* replicated frozen parameters */
     }
     if (f->full) point(f, f->full);
+    int adam = e->net && e->net->adam;
     if (state) {
+        /* SGD keeps momentum only; Adam a second moment too. */
         f->m = calloc(f->own_count + 1, sizeof(float));
-        f->v = calloc(f->own_count + 1, sizeof(float));
-        if (!f->m || !f->v) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for optimizer state");
+        f->v = adam ? calloc(f->own_count + 1, sizeof(float)) : NULL;
+        if (!f->m || (adam && !f->v)) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for optimizer state");
         FSDP_TRY(make_runs(f, whole ? 0 : (size_t)rank * f->shard));
     }
     size_t bytes = (f->own && f->own != f->full ? f->own_count : 0) + (f->full ? nfull : 0);
-    if (state) bytes += 2 * f->own_count;
+    if (state) bytes += (size_t)(1 + adam) * f->own_count;
     e->model_state_bytes += bytes * sizeof(float);
     return FSDP_OK;
 }
