@@ -89,15 +89,17 @@ static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg)
     return FSDP_OK;
 }
 
-/* A layer inside a group's span must belong to that group or a descendant:
- * otherwise the two groups' spans cross without nesting. */
+/* A layer inside a group's span must belong to that group, a descendant or
+ * an ancestor (whose span holds the group's anyway): otherwise the two
+ * groups' spans cross without nesting. */
 static fsdp_status check_nesting(const fsdp_layout_plan *p, const fsdp_cfg *cfg)
 {
     for (int i = 0; i < p->nlayers; ++i) {
         for (int g = 1; g < p->ngroups; ++g) {
             const fsdp_group_info *gi = &p->groups[g];
             if (i < gi->span_first || i > gi->span_last) continue;
-            if (fsdp_group_is_ancestor(p, g, p->layer_group[i])) continue;
+            int lg = p->layer_group[i];
+            if (fsdp_group_is_ancestor(p, g, lg) || fsdp_group_is_ancestor(p, lg, g)) continue;
             const fsdp_layer_cfg *lc = i < cfg->nlayers ? &cfg->layers[i] : NULL;
             int line = lc && lc->group ? lc->group_line : gi->line;
             return fsdp_fail(FSDP_ERR_CONFIG,

@@ -7,3 +7,4 @@ foreach(case nested one_group root_trunk between mixed all_frozen batchnorm batc
   endforeach()
 endforeach()
 fsdp_script_test(frozen_nested_20steps_np3 test_frozen.sh nested 3 20)
+fsdp_script_test(probe_loading_np2 test_probe_load.sh)

@@ -136,6 +136,20 @@ Test(plan, crossing_spans_are_an_error)
     fsdp_cfg_free(&c);
 }
 
+Test(plan, an_ancestors_layer_inside_a_childs_span_nests)
+{
+    network *net = tiny_net();
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    key(&c, 0, "shard_group", "trunk");
+    key(&c, 2, "shard_group", "trunk");   /* layer 1 stays in the root, inside trunk's span */
+    fsdp_layout_plan p;
+    cr_assert_eq(fsdp_plan_build(&p, &c, net), FSDP_OK);
+    cr_assert_eq(p.layer_group[1], 0);
+    fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+}
+
 Test(plan, auto_groups_collect_ungrouped_layers)
 {
     network *net = tiny_net();
