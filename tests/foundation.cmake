@@ -15,3 +15,4 @@ set_target_properties(fsdp_wdiff PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BI
 fsdp_script_test(hooks_and_seed test_hooks.sh)
 fsdp_script_test(cfg_errors test_errors.sh)
 fsdp_unit_test(test_units test_units.c)
+fsdp_script_test(setup_refusals test_setup.sh)

@@ -18,6 +18,7 @@ case $name in
   tiny) groups=("(root)=2453,0,1,0" "body=475,0,1,0") ;;
   residual) groups=("(root)=1008,0,1,0" "stem=112,0,1,0" "res=0,0,1,0" "res.a=148,0,1,0" "res.b=20,0,1,0") ;;
   rnn) groups=("(root)=21,0,1,0" "recurrent=4698,0,1,0") ;;
+  layers) groups=("(root)=15,0,1,0" "up=39,0,1,0" "rec=10476,0,1,0") ;;
   *) echo "no group table for $name"; exit 2 ;;
 esac
 
