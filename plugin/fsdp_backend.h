@@ -40,6 +40,17 @@ struct fsdp_backend {
     fsdp_status (*sum_f64)(fsdp_backend *b, double *v, size_t count);
     fsdp_status (*barrier)(fsdp_backend *b);
     void (*destroy)(fsdp_backend *b);
+    /* Optional (NULL where collectives complete before they return, as MPI's
+     * do): start an all-gather or reduce-scatter without making Darknet's
+     * compute stream wait for it, and get a ticket; wait(ticket) makes the
+     * compute stream wait.  Lets the engine gather the next group while the
+     * current one computes, and reduce one group's gradients while earlier
+     * groups run backward.  Tickets are waited for in the order issued. */
+    fsdp_status (*all_gather_start)(fsdp_backend *b, const float *shard, float *full, size_t shard_count,
+                                    int *ticket);
+    fsdp_status (*reduce_scatter_start)(fsdp_backend *b, const float *full, float *shard,
+                                        size_t shard_count, int *ticket);
+    fsdp_status (*wait)(fsdp_backend *b, int ticket);
 };
 
 /* MPI_COMM_WORLD on host memory; MPI must be initialised.  Counts beyond
@@ -54,6 +65,10 @@ fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 #ifdef GPU
 /* NCCL on device memory, on its own stream; the unique id travels over MPI. */
 fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device);
+/* Device buffers through a host backend (MPI): each collective copies to
+ * host memory, runs there and copies back, so several ranks can share one
+ * GPU (NCCL refuses that).  Takes ownership of `host`. */
+fsdp_status fsdp_backend_staged_create(fsdp_backend *host, fsdp_backend **out);
 #endif
 
 /* Checks shared by the engines, so that they all refuse the same calls.
