@@ -93,6 +93,8 @@ typedef struct dn_hooks {
     /* Rank and world size, for Darknet's data loader and batch accounting. */
     int rank;
     int world;
+    /* The GPU Darknet uses unless -i says otherwise (GPU builds; 0 if unset). */
+    int device;
 } dn_hooks;
 
 /* The one symbol a plugin exports.  It may remove its own flags from argv

@@ -6,6 +6,7 @@
 #include "blas.h"
 #include "fsdp_engine.h"
 #include "fsdp_flat.h"
+#include "fsdp_kernels.h"
 #include "fsdp_optim.h"
 
 /* Darknet calls layer functions without a context; the frozen wrappers find
@@ -16,6 +17,7 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 {
     memset(e, 0, sizeof *e);
     e->be = be;
+    e->dbe = be;
     fsdp_cfg_init(&e->cfg);
     the_engine = e;
     return FSDP_OK;
@@ -24,8 +26,8 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 static void release_network(fsdp_engine *e)
 {
     for (int g = 0; g < e->ngroups; ++g) {
-        fsdp_flat_free(&e->groups[g].train);
-        fsdp_flat_free(&e->groups[g].frozen);
+        fsdp_flat_free(e, &e->groups[g].train);
+        fsdp_flat_free(e, &e->groups[g].frozen);
     }
     free(e->groups);
     e->groups = NULL;
@@ -34,6 +36,12 @@ static void release_network(fsdp_engine *e)
     free(e->orig_backward);
     e->orig_forward = NULL;
     e->orig_backward = NULL;
+#ifdef GPU
+    free(e->orig_forward_gpu);
+    free(e->orig_backward_gpu);
+    e->orig_forward_gpu = NULL;
+    e->orig_backward_gpu = NULL;
+#endif
     fsdp_plan_free(&e->plan);
 }
 
@@ -44,6 +52,10 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
     for (int i = 0; i < net->n && e->orig_forward; ++i) {
         net->layers[i].forward = e->orig_forward[i];
         net->layers[i].backward = e->orig_backward[i];
+#ifdef GPU
+        net->layers[i].forward_gpu = e->orig_forward_gpu[i];
+        net->layers[i].backward_gpu = e->orig_backward_gpu[i];
+#endif
     }
     fsdp_status s = FSDP_OK;
     if (e->stats_path && e->be->rank == 0 && !e->stats_written) {
@@ -99,6 +111,30 @@ static void frozen_backward(layer l, network net)
     }
     the_engine->orig_backward[net.index](l, net);
 }
+
+#ifdef GPU
+static void frozen_forward_gpu(layer l, network net)
+{
+    net.train = 0;
+    the_engine->orig_forward_gpu[net.index](l, net);
+}
+
+static void frozen_backward_gpu(layer l, network net)
+{
+    if (l.batch_normalize || l.type == BATCHNORM) {
+        if (l.type != BATCHNORM) gradient_array_gpu(l.output_gpu, l.outputs * l.batch, l.activation, l.delta_gpu);
+        fsdp_bn_inference_delta_gpu(l.delta_gpu, l.scales_gpu, l.rolling_variance_gpu, l.batch, l.out_c,
+                                    l.out_w * l.out_h);
+        if (l.type == BATCHNORM) {
+            if (net.delta_gpu) axpy_gpu(l.outputs * l.batch, 1, l.delta_gpu, 1, net.delta_gpu, 1);
+            return;
+        }
+        l.batch_normalize = 0;
+        l.activation = LINEAR;
+    }
+    the_engine->orig_backward_gpu[net.index](l, net);
+}
+#endif
 
 /* ---- building the sharded network --------------------------------------- */
 
@@ -207,21 +243,46 @@ static void drop_deltas(fsdp_engine *e, network *net)
         for (int j = 0; j < n; ++j) if (net->layers[j].delta == d) net->layers[j].delta = NULL;
         free(d);
     }
+#ifdef GPU
+    for (int i = 0; i < n; ++i) {
+        float *d = net->layers[i].delta_gpu;
+        if (keep[i] || !d) continue;
+        int shared = 0;
+        for (int j = 0; j < n; ++j) if (keep[j] && net->layers[j].delta_gpu == d) shared = 1;
+        if (shared) continue;
+        for (int j = 0; j < n; ++j) if (net->layers[j].delta_gpu == d) net->layers[j].delta_gpu = NULL;
+        cuda_free(d);
+    }
+#endif
     free(keep);
 }
 
 static fsdp_status install_wrappers(fsdp_engine *e, network *net)
 {
-    e->orig_forward = calloc((size_t)net->n, sizeof *e->orig_forward);
-    e->orig_backward = calloc((size_t)net->n, sizeof *e->orig_backward);
+    size_t n = (size_t)net->n;
+    e->orig_forward = calloc(n, sizeof *e->orig_forward);
+    e->orig_backward = calloc(n, sizeof *e->orig_backward);
     if (!e->orig_forward || !e->orig_backward) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+#ifdef GPU
+    e->orig_forward_gpu = calloc(n, sizeof *e->orig_forward_gpu);
+    e->orig_backward_gpu = calloc(n, sizeof *e->orig_backward_gpu);
+    if (!e->orig_forward_gpu || !e->orig_backward_gpu) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+#endif
     for (int i = 0; i < net->n; ++i) {
         layer *l = &net->layers[i];
         e->orig_forward[i] = l->forward;
         e->orig_backward[i] = l->backward;
+#ifdef GPU
+        e->orig_forward_gpu[i] = l->forward_gpu;
+        e->orig_backward_gpu[i] = l->backward_gpu;
+#endif
         if (!e->plan.frozen[i]) continue;
         l->forward = frozen_forward;
         if (e->plan.need_bwd[i]) l->backward = frozen_backward;
+#ifdef GPU
+        l->forward_gpu = frozen_forward_gpu;
+        if (e->plan.need_bwd[i]) l->backward_gpu = frozen_backward_gpu;
+#endif
     }
     return FSDP_OK;
 }
@@ -232,11 +293,15 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "darknet-fsdp shards one network per process, and this "
                          "command builds a second one (e.g. -gpus with several GPUs); use one per rank");
 #ifdef GPU
-    /* The engine shards host arrays; Darknet's GPU path reads the *_gpu ones. */
-    if (net->gpu_index >= 0)
-        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "sharding on the GPU is not implemented yet: the engine "
-                         "re-points host arrays only; use the CPU build (build/darknet)");
+    /* Darknet's GPU path reads the *_gpu arrays: shard those, in device memory. */
+    e->mem.device = net->gpu_index >= 0;
 #endif
+    if (e->mem.device && e->be->world > 1 && (!e->dbe || e->dbe->mem != FSDP_MEM_DEVICE))
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
+                         "(NCCL, or -fsdp-backend mpi)", e->be->world);
+    if (!e->mem.device && e->dbe != e->be)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
+                         "its collectives need the MPI backend");
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     FSDP_TRY(agree(e, local, local == FSDP_OK ? plan_hash(e, net) : 0));
@@ -300,8 +365,8 @@ fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
         if (g->info->span_last != i) continue;
         int root = k == 0, training = net->train && g->bwd_hi >= 0;
         /* Frozen parameters nobody needs in backward never stay. */
-        if (!training || !g->frozen_bwd || (!root && e->reshard)) fsdp_flat_release(&g->frozen);
-        if (!training || (!root && e->reshard)) fsdp_flat_release(&g->train);
+        if (!training || !g->frozen_bwd || (!root && e->reshard)) fsdp_flat_release(e, &g->frozen);
+        if (!training || (!root && e->reshard)) fsdp_flat_release(e, &g->train);
     }
     return FSDP_OK;
 }
@@ -335,11 +400,11 @@ int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when)
         e->bytes_rs += rs;
         e->bytes_ar += ar;
     } else {
-        fsdp_flat_grad_unpoint(&g->train);
+        fsdp_flat_grad_unpoint(e, &g->train);
     }
     if (k != 0) {
-        fsdp_flat_release(&g->train);
-        fsdp_flat_release(&g->frozen);
+        fsdp_flat_release(e, &g->train);
+        fsdp_flat_release(e, &g->frozen);
     }
     return s == FSDP_OK ? DN_OK : DN_ERR_RUNTIME;
 }
@@ -354,6 +419,13 @@ static void step_flat(fsdp_flat *f, const update_args *a)
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
         float *w = f->own + run->off, *m = f->m + run->off, *v = f->v ? f->v + run->off : NULL;
         const float *gr = f->has_grad ? f->gown + run->off : NULL;
+#ifdef GPU
+        if (the_engine->mem.device) {
+            if (a->adam) fsdp_adam_gpu(w, m, v, gr, run->len, &o);
+            else fsdp_sgd_gpu(w, m, gr, run->len, run->is_weight, &o);
+            continue;
+        }
+#endif
         if (a->adam) fsdp_adam(w, m, v, gr, run->len, &o);
         else fsdp_sgd(w, m, gr, run->len, run->is_weight, &o);
     }
@@ -361,24 +433,26 @@ static void step_flat(fsdp_flat *f, const update_args *a)
 
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
 {
+#ifdef GPU
+    if (e->mem.device) FSDP_TRY(fsdp_kernels_status());
+#endif
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];
         fsdp_flat *f = &g->train;
         if (f->nt) {
             step_flat(f, a);
-            free(f->gown);
-            f->gown = NULL;
-            f->has_grad = 0;
+            fsdp_flat_drop_grad(e, f);
             if (e->strategy == FSDP_SHARD_GRAD_OP) {
-                /* Replicated parameters: every rank takes every updated shard. */
-                FSDP_TRY(e->be->all_gather(e->be, f->own, f->full, f->shard));
+                /* Replicated parameters: every rank takes every updated shard
+                 * (a world of one updated its replica in place). */
+                if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));
                 g->ag_bytes += f->nfull * sizeof(float);
                 e->bytes_ag += f->nfull * sizeof(float);
             }
         }
         /* Gathered parameters are stale now (the root's, kept through the step). */
-        fsdp_flat_release(&g->train);
-        fsdp_flat_release(&g->frozen);
+        fsdp_flat_release(e, &g->train);
+        fsdp_flat_release(e, &g->frozen);
     }
     return FSDP_OK;
 }
@@ -401,16 +475,14 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
     if (net != e->net) return FSDP_OK;
     fsdp_group *g = &e->groups[e->plan.layer_group[i]];
     fsdp_flat *fl[2] = { &g->train, &g->frozen };
+    int last = i == g->info->layers[g->info->nlayers - 1];
     for (int k = 0; k < 2; ++k) {
-        fsdp_flat *f = fl[k];
-        if (when == DN_BEFORE && f->sharded && !f->full) {
+        if (when == DN_BEFORE) {
             uint64_t bytes;
-            FSDP_TRY(fsdp_flat_gather(e, f, &bytes));
+            FSDP_TRY(fsdp_flat_save_begin(e, fl[k], &bytes));
             e->bytes_ckpt += bytes;
-            f->gathered_for_save = 1;
-        } else if (when == DN_AFTER && f->gathered_for_save && i == g->info->layers[g->info->nlayers - 1]) {
-            fsdp_flat_release(f);
-            f->gathered_for_save = 0;
+        } else if (last) {
+            fsdp_flat_save_end(e, fl[k]);
         }
     }
     return FSDP_OK;
@@ -420,12 +492,8 @@ fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net)
 {
     if (net != e->net) return FSDP_OK;
     for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
-        for (int j = 0; j < 2; ++j)
-            if (fl[j]->gathered_for_save) {
-                fsdp_flat_release(fl[j]);
-                fl[j]->gathered_for_save = 0;
-            }
+        fsdp_flat_save_end(e, &e->groups[k].train);
+        fsdp_flat_save_end(e, &e->groups[k].frozen);
     }
     return FSDP_OK;
 }

@@ -19,6 +19,7 @@
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
 #include "fsdp_layers.h"
+#include "fsdp_mem.h"
 
 /* A stretch of the rank's own part of a flat buffer that one optimizer call
  * covers: one tensor's intersection with the shard. */
@@ -38,6 +39,7 @@ typedef struct fsdp_flat {
     size_t nfull;        /* floats in a full (parameter or gradient) buffer */
     size_t own_count;    /* floats this rank updates: shard, or count under `none` */
     int sharded;         /* parameters live only as shards (`full`) */
+    int whole;           /* `none`: every rank updates the whole replica (all-reduce) */
     float *own;          /* this rank's parameters (shard, or the replica) */
     float *full;         /* gathered parameters; NULL when resharded */
     float *grad;         /* full-size gradient while accumulating */
@@ -45,6 +47,7 @@ typedef struct fsdp_flat {
     float *m, *v;        /* optimizer state for own (trainable only) */
     int has_grad;
     int gathered_for_save;
+    float *save_grad;    /* GPU runs: scratch gradients Darknet's pull reads while saving */
     fsdp_run *runs;
     int nruns;
 } fsdp_flat;
@@ -58,7 +61,9 @@ typedef struct fsdp_group {
 } fsdp_group;
 
 typedef struct fsdp_engine {
-    fsdp_backend *be;
+    fsdp_backend *be;        /* host collectives: setup, checks, losses */
+    fsdp_backend *dbe;       /* collectives on parameter buffers: be, or NCCL / staged on GPU runs */
+    fsdp_mem_ctx mem;        /* where parameter buffers live */
     fsdp_cfg cfg;            /* keys of the cfg being parsed */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;
@@ -69,6 +74,10 @@ typedef struct fsdp_engine {
     /* Per layer: Darknet's own forward/backward, for the frozen wrappers. */
     void (**orig_forward)(struct layer, struct network);
     void (**orig_backward)(struct layer, struct network);
+#ifdef GPU
+    void (**orig_forward_gpu)(struct layer, struct network);
+    void (**orig_backward_gpu)(struct layer, struct network);
+#endif
     int steps;
     int saving;
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;

@@ -2,14 +2,32 @@
 #include <string.h>
 #include "fsdp_flat.h"
 
-static void point(fsdp_flat *f, float *base)
+/* Darknet's arrays the engine manages: the device copies on GPU runs (the
+ * host copies stay Darknet's, for loading and saving), the host ones else. */
+static float **data_ptr(const fsdp_engine *e, const fsdp_tensor *t)
 {
-    for (int k = 0; k < f->nt; ++k) *f->t[k].data = base ? base + f->off[k] : NULL;
+#ifdef GPU
+    if (e->mem.device) return t->data_gpu;
+#endif
+    return t->data;
 }
 
-static void point_grad(fsdp_flat *f, float *base)
+static float **grad_ptr(const fsdp_engine *e, const fsdp_tensor *t)
 {
-    for (int k = 0; k < f->nt; ++k) *f->t[k].grad = base ? base + f->off[k] : NULL;
+#ifdef GPU
+    if (e->mem.device) return t->grad_gpu;
+#endif
+    return t->grad;
+}
+
+static void point(const fsdp_engine *e, fsdp_flat *f, float *base)
+{
+    for (int k = 0; k < f->nt; ++k) *data_ptr(e, &f->t[k]) = base ? base + f->off[k] : NULL;
+}
+
+static void point_grad(const fsdp_engine *e, fsdp_flat *f, float *base)
+{
+    for (int k = 0; k < f->nt; ++k) *grad_ptr(e, &f->t[k]) = base ? base + f->off[k] : NULL;
 }
 
 /* Which part of each tensor this rank updates: its intersection with
@@ -27,6 +45,36 @@ static fsdp_status make_runs(fsdp_flat *f, size_t lo)
         f->runs[f->nruns++] = (fsdp_run){ a - lo, b - a, f->t[k].is_weight, f->t[k].owner };
     }
     return FSDP_OK;
+}
+
+/* Frees Darknet's copies of what the flat now holds. */
+static void free_darknet_arrays(const fsdp_engine *e, fsdp_flat *f)
+{
+    for (int k = 0; k < f->nt; ++k) {
+        fsdp_tensor *t = &f->t[k];
+        free(*t->grad);
+        *t->grad = NULL;
+#ifdef GPU
+        if (e->mem.device) {
+            if (*t->data_gpu) cuda_free(*t->data_gpu);
+            if (*t->grad_gpu) cuda_free(*t->grad_gpu);
+            *t->data_gpu = *t->grad_gpu = NULL;
+            continue;
+        }
+#endif
+        free(*t->data);
+        *t->data = NULL;
+    }
+}
+
+static float *alloc_from(const fsdp_engine *e, const float *host, size_t n)
+{
+    float *p = fsdp_mem_alloc(&e->mem, n, 0);
+    if (p && fsdp_mem_from_host(&e->mem, p, host, n) != FSDP_OK) {
+        fsdp_mem_free(&e->mem, p);
+        p = NULL;
+    }
+    return p;
 }
 
 fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, int nt, int sharded,
@@ -48,61 +96,61 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
     f->sharded = sharded;
     /* `none` keeps a replica and updates all of it; the others update a shard. */
     int whole = !sharded && state && e->strategy == FSDP_SHARD_NONE;
-    size_t nfull = (sharded || state) && !whole ? f->shard * (size_t)world : f->count;
-    f->nfull = nfull;
+    f->nfull = (sharded || state) && !whole ? f->shard * (size_t)world : f->count;
 
-    float *full = calloc(nfull ? nfull : 1, sizeof(float));
-    if (!full) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory: %zu floats for a group", nfull);
-    for (int k = 0; k < nt; ++k) memcpy(full + f->off[k], *t[k].data, t[k].count * sizeof(float));
-    /* Ranks may have initialised differently (no -seed, no weights file). */
-    fsdp_status s = e->be->broadcast(e->be, full, nfull * sizeof(float), 0);
-    if (s != FSDP_OK) { free(full); return s; }
-    e->bytes_bcast += nfull * sizeof(float);
+    /* Packed from Darknet's host arrays (the values it initialised or loaded),
+     * and rank 0's taken by all: ranks may have initialised differently. */
+    float *host = calloc(f->nfull + 1, sizeof(float));
+    if (!host) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory: %zu floats for a group", f->nfull);
+    for (int k = 0; k < nt; ++k) memcpy(host + f->off[k], *t[k].data, t[k].count * sizeof(float));
+    fsdp_status s = e->be->broadcast(e->be, host, f->nfull * sizeof(float), 0);
+    e->bytes_bcast += f->nfull * sizeof(float);
+    if (s != FSDP_OK) { free(host); return s; }
+    free_darknet_arrays(e, f);
 
-    for (int k = 0; k < nt; ++k) {
-        free(*t[k].data);
-        *t[k].data = NULL;
-        free(*t[k].grad);
-        *t[k].grad = NULL;
-    }
-    if (whole) {
-        f->own = f->full = full;
-        f->own_count = f->count;
+    f->whole = whole;
+    if (whole || (state && !sharded && world == 1)) {
+        /* One replica that is also what this rank updates. */
+        f->own_count = whole ? f->count : f->shard;
+        f->own = f->full = alloc_from(e, host, f->nfull);
     } else if (sharded || state) {
         f->own_count = f->shard;
-        f->own = malloc(f->shard * sizeof(float) + 1);
-        if (!f->own) { free(full); return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for a shard"); }
-        memcpy(f->own, full + (size_t)rank * f->shard, f->shard * sizeof(float));
-        if (sharded) free(full);
-        else f->full = full;   /* grad_op: replicated parameters, sharded state */
+        f->own = alloc_from(e, host + (size_t)rank * f->shard, f->shard);
+        if (!sharded) f->full = alloc_from(e, host, f->nfull);   /* grad_op: replicated parameters */
     } else {
-        f->full = full;        /* replicated frozen parameters */
+        f->full = alloc_from(e, host, f->count);                  /* replicated frozen parameters */
     }
-    if (f->full) point(f, f->full);
+    free(host);
+    if ((!f->own && (sharded || state)) || (!f->full && !sharded)) return FSDP_ERR_NOMEM;
+    if (f->full) point(e, f, f->full);
+
     int adam = e->net && e->net->adam;
     if (state) {
         /* SGD keeps momentum only; Adam a second moment too. */
-        f->m = calloc(f->own_count + 1, sizeof(float));
-        f->v = adam ? calloc(f->own_count + 1, sizeof(float)) : NULL;
-        if (!f->m || (adam && !f->v)) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for optimizer state");
+        f->m = fsdp_mem_alloc(&e->mem, f->own_count, 1);
+        f->v = adam ? fsdp_mem_alloc(&e->mem, f->own_count, 1) : NULL;
+        if (!f->m || (adam && !f->v)) return FSDP_ERR_NOMEM;
         FSDP_TRY(make_runs(f, whole ? 0 : (size_t)rank * f->shard));
     }
-    size_t bytes = (f->own && f->own != f->full ? f->own_count : 0) + (f->full ? nfull : 0);
-    if (state) bytes += (size_t)(1 + adam) * f->own_count;
-    e->model_state_bytes += bytes * sizeof(float);
+    size_t floats = (f->own && f->own != f->full ? f->own_count : 0) + (f->full ? f->nfull : 0);
+    if (state) floats += (size_t)(1 + adam) * f->own_count;
+    e->model_state_bytes += floats * sizeof(float);
     return FSDP_OK;
 }
 
-void fsdp_flat_free(fsdp_flat *f)
+void fsdp_flat_free(fsdp_engine *e, fsdp_flat *f)
 {
-    if (f->nt) point(f, NULL);
-    if (f->nt) point_grad(f, NULL);
-    if (f->own != f->full) free(f->own);
-    free(f->full);
-    if (f->gown != f->grad) free(f->gown);
-    free(f->grad);
-    free(f->m);
-    free(f->v);
+    if (f->nt) {
+        point(e, f, NULL);
+        point_grad(e, f, NULL);
+    }
+    if (f->full != f->own) fsdp_mem_free(&e->mem, f->full);
+    fsdp_mem_free(&e->mem, f->own);
+    if (f->gown != f->grad) fsdp_mem_free(&e->mem, f->gown);
+    fsdp_mem_free(&e->mem, f->grad);
+    fsdp_mem_free(&e->mem, f->save_grad);
+    fsdp_mem_free(&e->mem, f->m);
+    fsdp_mem_free(&e->mem, f->v);
     free(f->t);
     free(f->off);
     free(f->runs);
@@ -113,20 +161,23 @@ fsdp_status fsdp_flat_gather(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes)
 {
     *bytes = 0;
     if (!f->nt || !f->sharded || f->full) return FSDP_OK;
-    size_t n = f->nfull;
-    f->full = malloc(n * sizeof(float) + 1);
-    if (!f->full) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory gathering %zu floats", n);
-    FSDP_TRY(e->be->all_gather(e->be, f->own, f->full, f->shard));
-    *bytes = n * sizeof(float);
-    point(f, f->full);
+    if (e->be->world == 1) {
+        f->full = f->own;   /* a world of one: the shard is the whole buffer */
+    } else {
+        f->full = fsdp_mem_alloc(&e->mem, f->nfull, 0);
+        if (!f->full) return FSDP_ERR_NOMEM;
+        FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));
+    }
+    *bytes = f->nfull * sizeof(float);
+    point(e, f, f->full);
     return FSDP_OK;
 }
 
-void fsdp_flat_release(fsdp_flat *f)
+void fsdp_flat_release(fsdp_engine *e, fsdp_flat *f)
 {
     if (!f->sharded || !f->full) return;  /* replicated parameters stay */
-    point(f, NULL);
-    free(f->full);
+    point(e, f, NULL);
+    if (f->full != f->own) fsdp_mem_free(&e->mem, f->full);
     f->full = NULL;
 }
 
@@ -134,40 +185,86 @@ fsdp_status fsdp_flat_grad_begin(fsdp_engine *e, fsdp_flat *f)
 {
     if (!f->nt) return FSDP_OK;
     if (!f->grad) {
-        size_t n = f->nfull;
-        f->grad = calloc(n + 1, sizeof(float));
-        if (!f->grad) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu gradient floats", n);
+        f->grad = fsdp_mem_alloc(&e->mem, f->nfull, 1);
+        if (!f->grad) return FSDP_ERR_NOMEM;
     }
-    point_grad(f, f->grad);
+    point_grad(e, f, f->grad);
     return FSDP_OK;
 }
 
-void fsdp_flat_grad_unpoint(fsdp_flat *f)
+void fsdp_flat_grad_unpoint(fsdp_engine *e, fsdp_flat *f)
 {
-    if (f->nt) point_grad(f, NULL);
+    if (f->nt) point_grad(e, f, NULL);
 }
 
 fsdp_status fsdp_flat_reduce(fsdp_engine *e, fsdp_flat *f, uint64_t *rs, uint64_t *ar)
 {
     *rs = *ar = 0;
     if (!f->grad) return FSDP_OK;
-    fsdp_flat_grad_unpoint(f);
-    if (f->own == f->full) {
+    fsdp_flat_grad_unpoint(e, f);
+    int one = e->be->world == 1;
+    if (f->whole) {
         /* `none`: every rank needs the whole sum. */
-        FSDP_TRY(e->be->all_reduce(e->be, f->grad, f->count));
+        if (!one) FSDP_TRY(e->dbe->all_reduce(e->dbe, f->grad, f->count));
         *ar = f->count * sizeof(float);
-        f->gown = f->grad;
-        f->grad = NULL;
     } else {
-        if (!f->gown) {
-            f->gown = malloc(f->shard * sizeof(float) + 1);
-            if (!f->gown) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for a gradient shard");
+        if (!one) {
+            float *g = fsdp_mem_alloc(&e->mem, f->shard, 0);
+            if (!g) return FSDP_ERR_NOMEM;
+            fsdp_status s = e->dbe->reduce_scatter(e->dbe, f->grad, g, f->shard);
+            fsdp_mem_free(&e->mem, f->grad);
+            f->grad = g;
+            FSDP_TRY(s);
         }
-        FSDP_TRY(e->be->reduce_scatter(e->be, f->grad, f->gown, f->shard));
         *rs = f->nfull * sizeof(float);
-        free(f->grad);
-        f->grad = NULL;
     }
+    /* The reduced gradient for own: in a world of one, the buffer itself. */
+    f->gown = f->grad;
+    f->grad = NULL;
     f->has_grad = 1;
     return FSDP_OK;
+}
+
+void fsdp_flat_drop_grad(fsdp_engine *e, fsdp_flat *f)
+{
+    fsdp_mem_free(&e->mem, f->gown);
+    f->gown = NULL;
+    f->has_grad = 0;
+}
+
+fsdp_status fsdp_flat_save_begin(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes)
+{
+    *bytes = 0;
+    if (f->sharded && !f->full) {
+        FSDP_TRY(fsdp_flat_gather(e, f, bytes));
+        f->gathered_for_save = 1;
+    }
+#ifdef GPU
+    /* Darknet's pull_*_layer also copies the gradient arrays to the host. */
+    if (e->mem.device && f->nt && !f->save_grad) {
+        f->save_grad = fsdp_mem_alloc(&e->mem, f->nfull, 1);
+        if (!f->save_grad) return FSDP_ERR_NOMEM;
+        point_grad(e, f, f->save_grad);
+        for (int k = 0; k < f->nt; ++k) {
+            *f->t[k].grad = calloc(f->t[k].count, sizeof(float));
+            if (!*f->t[k].grad) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory saving");
+        }
+    }
+#endif
+    return FSDP_OK;
+}
+
+void fsdp_flat_save_end(fsdp_engine *e, fsdp_flat *f)
+{
+    if (f->gathered_for_save) fsdp_flat_release(e, f);
+    f->gathered_for_save = 0;
+    if (f->save_grad) {
+        point_grad(e, f, NULL);
+        for (int k = 0; k < f->nt; ++k) {
+            free(*f->t[k].grad);
+            *f->t[k].grad = NULL;
+        }
+        fsdp_mem_free(&e->mem, f->save_grad);
+        f->save_grad = NULL;
+    }
 }

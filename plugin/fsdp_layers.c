@@ -1,21 +1,29 @@
 #include <stdlib.h>
 #include "fsdp_layers.h"
 
-static int add(fsdp_tensor *out, int n, layer *owner, float **data, float **grad,
-               size_t count, int is_weight, int index)
+/* ADD(owner, weights, weight_updates, ...): the host arrays and, in GPU
+ * builds, their *_gpu twins. */
+#ifdef GPU
+#define ADD(o, d, g, count, is_weight) \
+    add(out, n, (fsdp_tensor){ o, &o->d, &o->g, count, is_weight, index, &o->d##_gpu, &o->g##_gpu })
+#else
+#define ADD(o, d, g, count, is_weight) add(out, n, (fsdp_tensor){ o, &o->d, &o->g, count, is_weight, index })
+#endif
+
+static int add(fsdp_tensor *out, int n, fsdp_tensor t)
 {
-    if (!count) return n;
-    out[n] = (fsdp_tensor){ owner, data, grad, count, is_weight, index };
+    if (!t.count) return n;
+    out[n] = t;
     return n + 1;
 }
 
 /* weights, biases, and batch-norm scales of a convolutional-like layer. */
 static int conv_like(layer *l, int index, size_t nweights, size_t nbiases, fsdp_tensor *out, int n)
 {
-    n = add(out, n, l, &l->weights, &l->weight_updates, nweights, 1, index);
-    n = add(out, n, l, &l->biases, &l->bias_updates, nbiases, 0, index);
+    n = ADD(l, weights, weight_updates, nweights, 1);
+    n = ADD(l, biases, bias_updates, nbiases, 0);
     if (l->batch_normalize && l->scales)
-        n = add(out, n, l, &l->scales, &l->scale_updates, nbiases, 0, index);
+        n = ADD(l, scales, scale_updates, nbiases, 0);
     return n;
 }
 
@@ -44,8 +52,8 @@ int fsdp_layer_tensors(layer *l, int index, fsdp_tensor *out)
                          (size_t)l->outputs, out, 0);
     }
     case BATCHNORM:
-        n = add(out, n, l, &l->scales, &l->scale_updates, (size_t)l->c, 0, index);
-        return add(out, n, l, &l->biases, &l->bias_updates, (size_t)l->c, 0, index);
+        n = ADD(l, scales, scale_updates, (size_t)l->c, 0);
+        return ADD(l, biases, bias_updates, (size_t)l->c, 0);
     case RNN:
         n = sub_connected(l->input_layer, index, out, n);
         n = sub_connected(l->self_layer, index, out, n);
@@ -98,6 +106,13 @@ static void free_opt(layer *l)
     free(l->bias_m); free(l->bias_v);
     free(l->scale_m); free(l->scale_v);
     l->m = l->v = l->bias_m = l->bias_v = l->scale_m = l->scale_v = NULL;
+#ifdef GPU
+    float **g[] = { &l->m_gpu, &l->v_gpu, &l->bias_m_gpu, &l->bias_v_gpu, &l->scale_m_gpu, &l->scale_v_gpu };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; ++i) {
+        if (*g[i]) cuda_free(*g[i]);
+        *g[i] = NULL;
+    }
+#endif
 }
 
 void fsdp_layer_free_darknet_optimizer(layer *l)

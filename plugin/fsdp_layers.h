@@ -12,6 +12,10 @@ typedef struct fsdp_tensor {
     layer *owner;      /* the struct whose pointers are re-pointed */
     float **data;      /* &owner->weights, &owner->biases, ... */
     float **grad;      /* &owner->weight_updates, ... */
+#ifdef GPU
+    float **data_gpu;  /* &owner->weights_gpu, ... */
+    float **grad_gpu;  /* &owner->weight_updates_gpu, ... */
+#endif
     size_t count;
     int is_weight;     /* SGD decays weights only (biases, scales: none) */
     int layer;         /* index of the top-level layer in the network */

@@ -7,10 +7,14 @@
 #include "darknet_plugin.h"
 #include "fsdp_backend.h"
 #include "fsdp_engine.h"
+#ifdef GPU
+#include <cuda_runtime.h>
+#endif
 
 static fsdp_engine engine;
 static fsdp_status first_error = FSDP_OK;
 static int mpi_started;
+static const char *backend_flag;   /* -fsdp-backend, NULL: the default */
 
 /* Darknet only needs to know whether to stop; the engine has printed why. */
 static int to_dn(fsdp_status s)
@@ -25,7 +29,29 @@ static int h_cfg(void *c, const char *cfg, int line, int layer, const char *sec,
 {
     return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
 }
-static int h_built(void *c, network *net, const char *cfg) { return to_dn(fsdp_on_network_built(c, net)); }
+/* GPU runs move parameters in device memory: NCCL, or MPI through host
+ * staging buffers when asked (several ranks may then share one GPU). */
+static fsdp_status device_backend(fsdp_engine *e, network *net)
+{
+#ifdef GPU
+    if (net->gpu_index < 0 || e->be->world == 1 || e->dbe != e->be) return FSDP_OK;
+    if (backend_flag && !strcmp(backend_flag, "mpi")) {
+        fsdp_backend *host = NULL;
+        FSDP_TRY(fsdp_backend_mpi_create(&host));
+        return fsdp_backend_staged_create(host, &e->dbe);
+    }
+    return fsdp_backend_nccl_create(&e->dbe, net->gpu_index);
+#else
+    return FSDP_OK;
+#endif
+}
+
+static int h_built(void *c, network *net, const char *cfg)
+{
+    fsdp_engine *e = c;
+    fsdp_status s = e->net ? FSDP_OK : device_backend(e, net);
+    return to_dn(s != FSDP_OK ? s : fsdp_on_network_built(e, net));
+}
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
 {
@@ -67,8 +93,9 @@ static void h_finish(void *c, int status)
         s = fsdp_write_stats(e, e->stats_path);
     int runtime = first_error == FSDP_ERR_COMM || first_error == FSDP_ERR_NOMEM ||
                   first_error == FSDP_ERR_IO || first_error == FSDP_ERR_CUDA;
-    fsdp_backend *be = e->be;
+    fsdp_backend *be = e->be, *dbe = e->dbe;
     fsdp_engine_free(e);
+    if (dbe && dbe != be) dbe->destroy(dbe);
     if (be) be->destroy(be);
     if (mpi_started) {
         /* After a runtime error other ranks may wait in a collective forever. */
@@ -106,6 +133,28 @@ static char *take_flag(int *argc, char **argv, const char *name, int *bad)
         return v;
     }
     return NULL;
+}
+
+/* One GPU per rank on a node, by the rank's place on its node.  Ranks that
+ * share a GPU (more ranks than GPUs) need -fsdp-backend mpi. */
+static int pick_device(const fsdp_backend *be)
+{
+#ifdef GPU
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return 0;
+    int local = 0;
+    if (mpi_started) {
+        MPI_Comm node;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, be->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_rank(node, &local);
+            MPI_Comm_free(&node);
+        }
+    }
+    return local % ndev;
+#else
+    (void)be;
+    return 0;
+#endif
 }
 
 static fsdp_status make_backend(const char *want, fsdp_backend **be)
@@ -158,6 +207,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         if (mpi_started) MPI_Finalize();
         return s == FSDP_ERR_CONFIG ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
     }
+    backend_flag = backend;
+    h->device = pick_device(be);
     if (be->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
         /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
         if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;

@@ -186,8 +186,8 @@ Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
     l.biases = calloc(7, sizeof(float));
     for (int i = 0; i < 10; ++i) l.weights[i] = (float)i;
     for (int i = 0; i < 7; ++i) l.biases[i] = 100.f + i;
-    fsdp_tensor t[2] = { { &l, &l.weights, &l.weight_updates, 10, 1, 0 },
-                         { &l, &l.biases, &l.bias_updates, 7, 0, 0 } };
+    fsdp_tensor t[2] = { { .owner = &l, .data = &l.weights, .grad = &l.weight_updates, .count = 10, .is_weight = 1 },
+                         { .owner = &l, .data = &l.biases, .grad = &l.bias_updates, .count = 7 } };
     fsdp_flat f;
     cr_assert_eq(fsdp_flat_setup(&e, &f, t, 2, 1, 1), FSDP_OK);
     cr_assert_eq(f.count, 17);
@@ -201,7 +201,7 @@ Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
     cr_assert_eq(f.runs[0].off, 0);
     cr_assert_eq(f.runs[0].len, 5, "the pad float is never updated");
     cr_assert_eq(f.runs[0].is_weight, 0);
-    fsdp_flat_free(&f);
+    fsdp_flat_free(&e, &f);
     e.be = NULL;
     fsdp_engine_free(&e);
 }

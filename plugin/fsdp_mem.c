@@ -1,0 +1,56 @@
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_mem.h"
+#ifdef GPU
+#include <cuda_runtime.h>
+#define cudaCheck(call)                                                                          \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess)                                                                   \
+            return fsdp_fail(FSDP_ERR_CUDA, "%s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+    } while (0)
+#endif
+
+float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
+{
+    size_t bytes = (n ? n : 1) * sizeof(float);
+#ifdef GPU
+    if (m->device) {
+        void *p = NULL;
+        cudaError_t e = cudaMallocAsync(&p, bytes, 0);
+        if (e == cudaSuccess && zero) e = cudaMemsetAsync(p, 0, bytes, 0);
+        if (e != cudaSuccess) {
+            fsdp_fail(FSDP_ERR_NOMEM, "out of device memory for %zu floats: %s", n, cudaGetErrorString(e));
+            return NULL;
+        }
+        return p;
+    }
+#endif
+    float *p = zero ? calloc(1, bytes) : malloc(bytes);
+    if (!p) fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats", n);
+    return p;
+}
+
+void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
+{
+    if (!p) return;
+#ifdef GPU
+    if (m->device) {
+        cudaFreeAsync(p, 0);
+        return;
+    }
+#endif
+    free(p);
+}
+
+fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+#ifdef GPU
+    if (m->device) {
+        cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+        return FSDP_OK;
+    }
+#endif
+    memcpy(dst, src, n * sizeof(float));
+    return FSDP_OK;
+}
