@@ -445,7 +445,7 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
             if (e->strategy == FSDP_SHARD_GRAD_OP) {
                 /* Replicated parameters: every rank takes every updated shard
                  * (a world of one updated its replica in place). */
-                if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));
+                if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
                 g->ag_bytes += f->nfull * sizeof(float);
                 e->bytes_ag += f->nfull * sizeof(float);
             }

@@ -40,6 +40,7 @@ typedef struct fsdp_flat {
     size_t own_count;    /* floats this rank updates: shard, or count under `none` */
     int sharded;         /* parameters live only as shards (`full`) */
     int whole;           /* `none`: every rank updates the whole replica (all-reduce) */
+    int own_in_full;     /* own points into the replicated full buffer (grad_op, none) */
     float *own;          /* this rank's parameters (shard, or the replica) */
     float *full;         /* gathered parameters; NULL when resharded */
     float *grad;         /* full-size gradient while accumulating */

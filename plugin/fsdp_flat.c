@@ -109,14 +109,16 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
     free_darknet_arrays(e, f);
 
     f->whole = whole;
-    if (whole || (state && !sharded && world == 1)) {
-        /* One replica that is also what this rank updates. */
+    if (state && !sharded) {
+        /* A replica; this rank updates all of it (`none`) or its own part of
+         * it in place (grad_op), then all-gathers in place. */
         f->own_count = whole ? f->count : f->shard;
-        f->own = f->full = alloc_from(e, host, f->nfull);
-    } else if (sharded || state) {
+        f->full = alloc_from(e, host, f->nfull);
+        f->own = f->full ? f->full + (whole ? 0 : (size_t)rank * f->shard) : NULL;
+        f->own_in_full = 1;
+    } else if (sharded) {
         f->own_count = f->shard;
         f->own = alloc_from(e, host + (size_t)rank * f->shard, f->shard);
-        if (!sharded) f->full = alloc_from(e, host, f->nfull);   /* grad_op: replicated parameters */
     } else {
         f->full = alloc_from(e, host, f->count);                  /* replicated frozen parameters */
     }
@@ -132,7 +134,7 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
         if (!f->m || (adam && !f->v)) return FSDP_ERR_NOMEM;
         FSDP_TRY(make_runs(f, whole ? 0 : (size_t)rank * f->shard));
     }
-    size_t floats = (f->own && f->own != f->full ? f->own_count : 0) + (f->full ? f->nfull : 0);
+    size_t floats = (f->own && !f->own_in_full ? f->own_count : 0) + (f->full ? f->nfull : 0);
     if (state) floats += (size_t)(1 + adam) * f->own_count;
     e->model_state_bytes += floats * sizeof(float);
     return FSDP_OK;
@@ -144,8 +146,12 @@ void fsdp_flat_free(fsdp_engine *e, fsdp_flat *f)
         point(e, f, NULL);
         point_grad(e, f, NULL);
     }
-    if (f->full != f->own) fsdp_mem_free(&e->mem, f->full);
-    fsdp_mem_free(&e->mem, f->own);
+    if (f->own_in_full) {
+        fsdp_mem_free(&e->mem, f->full);
+    } else {
+        if (f->full != f->own) fsdp_mem_free(&e->mem, f->full);
+        fsdp_mem_free(&e->mem, f->own);
+    }
     if (f->gown != f->grad) fsdp_mem_free(&e->mem, f->gown);
     fsdp_mem_free(&e->mem, f->grad);
     fsdp_mem_free(&e->mem, f->save_grad);
