@@ -17,9 +17,14 @@
 #include <mpi.h>
 #include "fsdp_backend.h"
 
+/* Collectives started and not yet waited for (all_gather_start, ...). */
+#define MPIB_TICKETS 16
+
 typedef struct {
     MPI_Comm comm;
     size_t limit; /* most elements one MPI call carries */
+    MPI_Request req[MPIB_TICKETS];
+    unsigned next;
 } mpib_ctx;
 
 /* Bound on the staging buffer (floats, all ranks' slices together): chunking
@@ -192,6 +197,61 @@ static fsdp_status mpib_barrier(fsdp_backend *b)
     return FSDP_OK;
 }
 
+/* ---- started collectives: MPI's non-blocking ones, waited for later ---- */
+
+static fsdp_status mpib_ticket(fsdp_backend *b, MPI_Request **req, int *ticket)
+{
+    mpib_ctx *c = b->ctx;
+    int t = (int)(c->next % MPIB_TICKETS);
+    if (c->req[t] != MPI_REQUEST_NULL)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: more than %d collectives in flight",
+                         MPIB_TICKETS);
+    ++c->next;
+    *ticket = t;
+    *req = &c->req[t];
+    return FSDP_OK;
+}
+
+/* Chunked, in-place and empty calls complete before returning: ticket -1. */
+static fsdp_status mpib_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n,
+                                         int *ticket)
+{
+    int in_place;
+    MPI_Request *req = NULL;
+    *ticket = -1;
+    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
+    if (n == 0 || in_place || n > mpib_limit(b))
+        return mpib_all_gather(b, shard, full, n);
+    FSDP_TRY(mpib_ticket(b, &req, ticket));
+    mpiCheck(MPI_Iallgather(shard, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, mpib_comm(b), req));
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard, size_t n,
+                                             int *ticket)
+{
+    int in_place;
+    MPI_Request *req = NULL;
+    *ticket = -1;
+    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
+    if (n == 0 || in_place || n > mpib_limit(b))
+        return mpib_reduce_scatter(b, full, shard, n);
+    FSDP_TRY(mpib_ticket(b, &req, ticket));
+    mpiCheck(MPI_Ireduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b), req));
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_wait(fsdp_backend *b, int ticket)
+{
+    mpib_ctx *c = b->ctx;
+    if (ticket < 0)
+        return FSDP_OK;
+    if (ticket >= MPIB_TICKETS)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: no collective has ticket %d", ticket);
+    mpiCheck(MPI_Wait(&c->req[ticket], MPI_STATUS_IGNORE));
+    return FSDP_OK;
+}
+
 static void mpib_destroy(fsdp_backend *b)
 {
     if (!b)
@@ -216,6 +276,9 @@ static const fsdp_backend mpib_ops = {
     .sum_f64 = mpib_sum_f64,
     .barrier = mpib_barrier,
     .destroy = mpib_destroy,
+    .all_gather_start = mpib_all_gather_start,
+    .reduce_scatter_start = mpib_reduce_scatter_start,
+    .wait = mpib_wait,
 };
 
 static fsdp_status mpib_open(fsdp_backend *b)
@@ -245,6 +308,8 @@ fsdp_status fsdp_backend_mpi_create(fsdp_backend **out)
     }
     *b = mpib_ops;
     *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .limit = INT_MAX };
+    for (int i = 0; i < MPIB_TICKETS; ++i)
+        c->req[i] = MPI_REQUEST_NULL;
     b->ctx = c;
     fsdp_status s = mpib_open(b);
     if (s != FSDP_OK) {

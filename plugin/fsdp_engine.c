@@ -13,6 +13,8 @@
  * the engine here (one engine per process). */
 static fsdp_engine *the_engine;
 
+static fsdp_status finish_reduce(fsdp_engine *e);
+
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 {
     memset(e, 0, sizeof *e);
@@ -57,7 +59,7 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
         net->layers[i].backward_gpu = e->orig_backward_gpu[i];
 #endif
     }
-    fsdp_status s = FSDP_OK;
+    fsdp_status s = finish_reduce(e);
     if (e->stats_path && e->be->rank == 0 && !e->stats_written) {
         s = fsdp_write_stats(e, e->stats_path);
         e->stats_written = 1;
@@ -309,6 +311,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->strategy = e->cfg.strategy;
     e->reshard = e->cfg.reshard_after_forward;
+    e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait;
     e->ngroups = e->plan.ngroups;
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     if (!e->groups) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
@@ -343,6 +346,41 @@ static fsdp_status gather(fsdp_engine *e, fsdp_group *g, fsdp_flat *f, int backw
     return FSDP_OK;
 }
 
+/* shard_prefetch: start gathering the group whose span starts next while
+ * this one computes.  One prefetch at a time keeps memory bounded. */
+static fsdp_status prefetch_forward(fsdp_engine *e, int i)
+{
+    fsdp_group *next = NULL;
+    for (int k = 0; k < e->ngroups; ++k) {
+        fsdp_group *g = &e->groups[k];
+        if (g->info->span_first > i && (!next || g->info->span_first < next->info->span_first)) next = g;
+    }
+    if (!next) return FSDP_OK;
+    FSDP_TRY(fsdp_flat_gather_start(e, &next->train));
+    return fsdp_flat_gather_start(e, &next->frozen);
+}
+
+/* The group whose backward comes next (the highest bwd_hi below i). */
+static fsdp_status prefetch_backward(fsdp_engine *e, int i)
+{
+    fsdp_group *next = NULL;
+    for (int k = 0; k < e->ngroups; ++k) {
+        fsdp_group *g = &e->groups[k];
+        if (g->bwd_hi >= 0 && g->bwd_hi < i && (!next || g->bwd_hi > next->bwd_hi)) next = g;
+    }
+    if (!next) return FSDP_OK;
+    FSDP_TRY(fsdp_flat_gather_start(e, &next->train));
+    return next->frozen_bwd ? fsdp_flat_gather_start(e, &next->frozen) : FSDP_OK;
+}
+
+/* Waits for the reduce-scatter in flight, if the backend started one. */
+static fsdp_status finish_reduce(fsdp_engine *e)
+{
+    fsdp_flat *f = e->rs_inflight;
+    e->rs_inflight = NULL;
+    return f ? fsdp_flat_reduce_finish(e, f) : FSDP_OK;
+}
+
 fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
 {
     if (net != e->net) return FSDP_OK;
@@ -358,7 +396,7 @@ fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
                 FSDP_TRY(gather(e, g, &g->frozen, 0));
             }
         }
-        return FSDP_OK;
+        return e->prefetch ? prefetch_forward(e, i) : FSDP_OK;
     }
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];
@@ -389,12 +427,15 @@ int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when)
         if (i != g->bwd_hi) return DN_OK;
         if ((s = gather(e, g, &g->train, 1)) == FSDP_OK && g->frozen_bwd) s = gather(e, g, &g->frozen, 1);
         if (s == FSDP_OK) s = fsdp_flat_grad_begin(e, &g->train);
+        if (s == FSDP_OK && e->prefetch && e->reshard) s = prefetch_backward(e, i);
         return s == FSDP_OK ? DN_OK : DN_ERR_RUNTIME;
     }
     if (i != g->bwd_lo) return DN_OK;
     if (last_micro_batch(e, net)) {
         uint64_t rs, ar;
-        s = fsdp_flat_reduce(e, &g->train, &rs, &ar);
+        s = finish_reduce(e);
+        if (s == FSDP_OK) s = fsdp_flat_reduce(e, &g->train, &rs, &ar);
+        if (g->train.rs_source) e->rs_inflight = &g->train;
         g->rs_bytes += rs;
         g->ar_bytes += ar;
         e->bytes_rs += rs;
@@ -433,6 +474,7 @@ static void step_flat(fsdp_flat *f, const update_args *a)
 
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
 {
+    FSDP_TRY(finish_reduce(e));
 #ifdef GPU
     if (e->mem.device) FSDP_TRY(fsdp_kernels_status());
 #endif

@@ -49,6 +49,10 @@ typedef struct fsdp_flat {
     int has_grad;
     int gathered_for_save;
     float *save_grad;    /* GPU runs: scratch gradients Darknet's pull reads while saving */
+    float *pending;      /* a prefetch: full buffer being gathered, ticket gather_ticket */
+    int gather_ticket;
+    float *rs_source;    /* a reduce-scatter in flight reads this, ticket rs_ticket */
+    int rs_ticket;
     fsdp_run *runs;
     int nruns;
 } fsdp_flat;
@@ -80,7 +84,8 @@ typedef struct fsdp_engine {
     void (**orig_backward_gpu)(struct layer, struct network);
 #endif
     int steps;
-    int saving;
+    int prefetch;            /* shard_prefetch=1 and the backend can start collectives */
+    fsdp_flat *rs_inflight;  /* the one reduce-scatter not yet waited for */
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;
     size_t model_state_bytes;
     char *stats_path;

@@ -142,6 +142,9 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
 
 void fsdp_flat_free(fsdp_engine *e, fsdp_flat *f)
 {
+    /* Nothing may still be writing into a buffer about to be freed. */
+    if (f->pending) e->dbe->wait(e->dbe, f->gather_ticket);
+    fsdp_flat_reduce_finish(e, f);
     if (f->nt) {
         point(e, f, NULL);
         point_grad(e, f, NULL);
@@ -155,6 +158,8 @@ void fsdp_flat_free(fsdp_engine *e, fsdp_flat *f)
     if (f->gown != f->grad) fsdp_mem_free(&e->mem, f->gown);
     fsdp_mem_free(&e->mem, f->grad);
     fsdp_mem_free(&e->mem, f->save_grad);
+    fsdp_mem_free(&e->mem, f->pending);
+    fsdp_mem_free(&e->mem, f->rs_source);
     fsdp_mem_free(&e->mem, f->m);
     fsdp_mem_free(&e->mem, f->v);
     free(f->t);
@@ -167,7 +172,11 @@ fsdp_status fsdp_flat_gather(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes)
 {
     *bytes = 0;
     if (!f->nt || !f->sharded || f->full) return FSDP_OK;
-    if (e->be->world == 1) {
+    if (f->pending) {
+        FSDP_TRY(e->dbe->wait(e->dbe, f->gather_ticket));
+        f->full = f->pending;
+        f->pending = NULL;
+    } else if (e->be->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
     } else {
         f->full = fsdp_mem_alloc(&e->mem, f->nfull, 0);
@@ -177,6 +186,15 @@ fsdp_status fsdp_flat_gather(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes)
     *bytes = f->nfull * sizeof(float);
     point(e, f, f->full);
     return FSDP_OK;
+}
+
+fsdp_status fsdp_flat_gather_start(fsdp_engine *e, fsdp_flat *f)
+{
+    if (!f->nt || !f->sharded || f->full || f->pending || e->be->world == 1 || !e->dbe->all_gather_start)
+        return FSDP_OK;
+    f->pending = fsdp_mem_alloc(&e->mem, f->nfull, 0);
+    if (!f->pending) return FSDP_ERR_NOMEM;
+    return e->dbe->all_gather_start(e->dbe, f->own, f->pending, f->shard, &f->gather_ticket);
 }
 
 void fsdp_flat_release(fsdp_engine *e, fsdp_flat *f)
@@ -217,10 +235,19 @@ fsdp_status fsdp_flat_reduce(fsdp_engine *e, fsdp_flat *f, uint64_t *rs, uint64_
         if (!one) {
             float *g = fsdp_mem_alloc(&e->mem, f->shard, 0);
             if (!g) return FSDP_ERR_NOMEM;
-            fsdp_status s = e->dbe->reduce_scatter(e->dbe, f->grad, g, f->shard);
-            fsdp_mem_free(&e->mem, f->grad);
-            f->grad = g;
-            FSDP_TRY(s);
+            if (e->dbe->reduce_scatter_start) {
+                /* Overlaps the backward of the groups below; the gradient
+                 * buffer lives until fsdp_flat_reduce_finish. */
+                fsdp_status s = e->dbe->reduce_scatter_start(e->dbe, f->grad, g, f->shard, &f->rs_ticket);
+                f->rs_source = f->grad;
+                f->grad = g;
+                FSDP_TRY(s);
+            } else {
+                fsdp_status s = e->dbe->reduce_scatter(e->dbe, f->grad, g, f->shard);
+                fsdp_mem_free(&e->mem, f->grad);
+                f->grad = g;
+                FSDP_TRY(s);
+            }
         }
         *rs = f->nfull * sizeof(float);
     }
@@ -229,6 +256,15 @@ fsdp_status fsdp_flat_reduce(fsdp_engine *e, fsdp_flat *f, uint64_t *rs, uint64_
     f->grad = NULL;
     f->has_grad = 1;
     return FSDP_OK;
+}
+
+fsdp_status fsdp_flat_reduce_finish(fsdp_engine *e, fsdp_flat *f)
+{
+    if (!f->rs_source) return FSDP_OK;
+    fsdp_status s = e->dbe->wait(e->dbe, f->rs_ticket);
+    fsdp_mem_free(&e->mem, f->rs_source);
+    f->rs_source = NULL;
+    return s;
 }
 
 void fsdp_flat_drop_grad(fsdp_engine *e, fsdp_flat *f)
@@ -271,6 +307,8 @@ void fsdp_flat_save_end(fsdp_engine *e, fsdp_flat *f)
             *f->t[k].grad = NULL;
         }
         fsdp_mem_free(&e->mem, f->save_grad);
+    fsdp_mem_free(&e->mem, f->pending);
+    fsdp_mem_free(&e->mem, f->rs_source);
         f->save_grad = NULL;
     }
 }

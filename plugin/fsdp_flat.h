@@ -18,6 +18,10 @@ void fsdp_flat_free(fsdp_engine *e, fsdp_flat *f);
  * gathers nothing: the shard is the buffer (the bytes still count). */
 fsdp_status fsdp_flat_gather(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes);
 void fsdp_flat_release(fsdp_engine *e, fsdp_flat *f);
+/* Starts gathering a sharded flat without making Darknet's stream wait
+ * (prefetch); fsdp_flat_gather then waits for it.  No-op where the backend
+ * cannot start collectives, in a world of one, or if gathered already. */
+fsdp_status fsdp_flat_gather_start(fsdp_engine *e, fsdp_flat *f);
 
 /* Gradients: a zeroed full-size buffer on first use; the layers' gradient
  * pointers point into it. */
@@ -26,6 +30,9 @@ void fsdp_flat_grad_unpoint(fsdp_engine *e, fsdp_flat *f);
 /* Reduce-scatter (sharded state) or all-reduce (`none`) the gradient into
  * gown and free the full-size buffer; *rs / *ar get the bytes. */
 fsdp_status fsdp_flat_reduce(fsdp_engine *e, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
+/* Waits for a reduce-scatter the backend started asynchronously and frees
+ * the gradient buffer it read (no-op when none is in flight). */
+fsdp_status fsdp_flat_reduce_finish(fsdp_engine *e, fsdp_flat *f);
 /* After the update: the reduced gradient is spent. */
 void fsdp_flat_drop_grad(fsdp_engine *e, fsdp_flat *f);
 

@@ -8,3 +8,6 @@ foreach(case nested one_group root_trunk between mixed all_frozen batchnorm batc
 endforeach()
 fsdp_script_test(frozen_nested_20steps_np3 test_frozen.sh nested 3 20)
 fsdp_script_test(probe_loading_np2 test_probe_load.sh)
+fsdp_script_test(frozen_nested_prefetch_np3 test_frozen.sh nested 3 3 prefetch)
+fsdp_script_test(frozen_between_prefetch_np2 test_frozen.sh between 2 3 prefetch)
+fsdp_script_test(frozen_mixed_prefetch_np3 test_frozen.sh mixed 3 3 prefetch)

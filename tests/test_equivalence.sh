@@ -2,7 +2,8 @@
 # N ranks with cfg batch b against one process with batch N*b, same seed:
 # weights files equal to float tolerance (header included), for each
 # strategy; and the stats file's bytes equal to the theory.
-# usage: test_equivalence.sh CFG NP [adam] [subdiv2]
+# usage: test_equivalence.sh CFG NP [adam] [subdiv2] [prefetch] [keep]
+#   prefetch: shard_prefetch=1; keep: reshard_after_forward=0
 . "$(dirname "$0")/lib.sh"
 name=$1 np=$2
 shift 2
@@ -28,10 +29,14 @@ variant_cfg() {
   sed -e "s/^batch=.*/batch=$batch/" "$CFG" > "$out"
   case " $variants " in *" adam "*) sed -i 's/^\[net\]$/[net]\nadam=1\nB1=0.9\nB2=0.999\neps=0.00001/' "$out" ;; esac
   case " $variants " in *" subdiv2 "*) sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((batch * 2))/" "$out" ;; esac
+  case " $variants " in *" prefetch "*) sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$out" ;; esac
+  case " $variants " in *" keep "*) sed -i 's/^\[net\]$/[net]\nreshard_after_forward=0/' "$out" ;; esac
   [ -n "$strategy" ] && sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$out"
   return 0
 }
 case " $variants " in *" subdiv2 "*) sd=2 ;; esac
+reshard=1
+case " $variants " in *" keep "*) reshard=0 ;; esac
 
 ref_cfg=$WORK/ref.cfg
 variant_cfg "$ref_cfg" $((b * np))
@@ -58,7 +63,7 @@ for strategy in full grad_op none; do
     "$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4
   check "$np ranks, shard=$strategy: bytes in the stats file equal the theory" \
     python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world "$np" --strategy "$strategy" \
-      --steps "$steps" --subdivisions "$sd" "${groups[@]}"
+      --steps "$steps" --subdivisions "$sd" --reshard "$reshard" "${groups[@]}"
   check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
     [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
 done

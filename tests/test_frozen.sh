@@ -3,9 +3,9 @@
 # N ranks against one process with an N-times batch; frozen floats
 # bit-identical to the start; stats: no reduce-scatter and no backward gather
 # for groups that need no backward.
-# usage: test_frozen.sh CASE NP [STEPS]
+# usage: test_frozen.sh CASE NP [STEPS] [prefetch]
 . "$(dirname "$0")/lib.sh"
-case_name=$1 np=$2 steps=${3:-3}
+case_name=$1 np=$2 steps=${3:-3} prefetch=${4:-}
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
 b=4 sd=1 strategy=full
@@ -90,6 +90,7 @@ make_cfg() { # make_cfg OUT BATCH
   body "$2" > "$1"
   if [ "$sd" = 2 ]; then sed -i "s/^subdivisions=1/subdivisions=2/; s/^batch=.*/batch=$(($2 * 2))/" "$1"; fi
   sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$1"
+  if [ "$prefetch" = prefetch ]; then sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$1"; fi
 }
 
 # The starting point: weights from one stock step of the cfg without plugin keys.
