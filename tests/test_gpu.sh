@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The engine on a GPU (GPU build): against the CPU engine and stock Darknet's
+# GPU path on the same seed, N ranks against one, frozen probes.  Several
+# ranks share one GPU through -fsdp-backend mpi (NCCL refuses that); with
+# two GPUs or more, NCCL runs too.  Skips (exit 77) without a GPU.
+# env: FSDP_BUILD=the GPU build, FSDP_CPU_BUILD=the CPU build (default $FSDP_SOURCE/build)
+. "$(dirname "$0")/lib.sh"
+CPU=${FSDP_CPU_BUILD:-$S/build}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${ngpu:-0}" = 0 ]; then echo "skipped: no GPU"; exit 77; fi
+echo "GPUs: $ngpu"
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 16
+cfg() { # cfg NAME BATCH [KEYS for [net]]: a test cfg with another batch
+  local name=$1 batch=$2; shift 2
+  sed "s/^batch=.*/batch=$batch/" "$S/cfg/tests/$name.cfg" > "$WORK/$name.cfg"
+  local k; for k in "$@"; do sed -i "s/^\[net\]$/[net]\n$k/" "$WORK/$name.cfg"; done
+  echo "$WORK/$name.cfg"
+}
+cpu_train() { DN=$CPU/darknet PLUGIN=$CPU/libdarknet_fsdp.so train "$@"; }
+
+# 1. One rank on the GPU against the CPU engine and against stock Darknet's GPU path.
+c=$(cfg tiny 8)
+train "$WORK/gpu1.w" "$D/data.data" "$c" -plugin "$PLUGIN" -seed 5 -fsdp-stats "$WORK/gpu1.json"
+cpu_train "$WORK/cpu1.w" "$D/data.data" "$c" -plugin "$CPU/libdarknet_fsdp.so" -seed 5
+train "$WORK/stock1.w" "$D/data.data" "$c" -seed 5
+check "GPU world 1 equals the CPU engine ($("$WDIFF" "$WORK/cpu1.w" "$WORK/gpu1.w" --tol 1e-3 | head -1))" \
+  "$WDIFF" "$WORK/cpu1.w" "$WORK/gpu1.w" --tol 1e-3
+check "GPU world 1 equals stock Darknet on the GPU ($("$WDIFF" "$WORK/stock1.w" "$WORK/gpu1.w" --tol 1e-4 | head -1))" \
+  "$WDIFF" "$WORK/stock1.w" "$WORK/gpu1.w" --tol 1e-4
+
+# 2. Two ranks sharing the GPU (MPI through host staging) against one rank with twice the batch.
+for s in full grad_op none; do
+  c=$(cfg residual 4 "shard=$s")
+  train_np "$WORK/mpi2-$s.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-backend mpi
+  c=$(cfg residual 8 "shard=$s")
+  train "$WORK/one-$s.w" "$D/data.data" "$c" -plugin "$PLUGIN" -seed 5
+  check "GPU, 2 ranks on one GPU (mpi), shard=$s, equal one rank with batch 8" \
+    "$WDIFF" "$WORK/one-$s.w" "$WORK/mpi2-$s.w" --tol 1e-4
+done
+
+# 3. The linear probe on the GPU: a frozen nested trunk stays bit-identical.
+c=$(cfg tiny 4)
+sed -i '0,/^shard_group=body$/s//shard_group=trunk.a\nfrozen=1/' "$c"
+sed -i 's/^shard_group=body$/shard_group=trunk.b/' "$c"
+sed -i '0,/^filters=6$/s//filters=6\nfrozen=1/' "$c"
+train "$WORK/init.w" "$D/data.data" "$S/cfg/tests/tiny.cfg" -seed 2
+train_np "$WORK/probe2.w" 2 "$D/data.data" "$c" -seed 6 -clear -fsdp-backend mpi -fsdp-stats "$WORK/probe.json" "$WORK/init.w"
+check "GPU probe: the frozen trunk (475 floats) is bit-identical" "$WDIFF" "$WORK/init.w" "$WORK/probe2.w" --exact --floats 0:475
+check "GPU probe: no reduce-scatter for the frozen trunk" \
+  python3 -c "import json,sys; d=json.load(open('$WORK/probe.json')); g={x['name']: x for x in d['groups']}; sys.exit(0 if g['trunk.a']['reduce_scatter_bytes'] == 0 and g['trunk.b']['backward_gathers'] == 0 else 1)"
+sed 's/^batch=4/batch=8/' "$c" > "$WORK/probe8.cfg"
+cpu_train "$WORK/probe-cpu.w" "$D/data.data" "$WORK/probe8.cfg" -plugin "$CPU/libdarknet_fsdp.so" -seed 6 -clear "$WORK/init.w"
+check "GPU probe on 2 ranks equals the CPU engine on one" "$WDIFF" "$WORK/probe-cpu.w" "$WORK/probe2.w" --tol 1e-3
+
+# 4. A frozen batch-norm layer between trainable ones (the inference-mode backward kernel).
+c=$(cfg tiny 8)
+sed -i '0,/^filters=6$/s//filters=6\nfrozen=1\nbatch_normalize=1/' "$c"
+train "$WORK/bn-gpu.w" "$D/data.data" "$c" -plugin "$PLUGIN" -seed 7
+cpu_train "$WORK/bn-cpu.w" "$D/data.data" "$c" -plugin "$CPU/libdarknet_fsdp.so" -seed 7
+check "GPU frozen batch norm between trainable layers equals the CPU engine" "$WDIFF" "$WORK/bn-cpu.w" "$WORK/bn-gpu.w" --tol 1e-3
+
+# 5. NCCL with prefetch and overlapped reduce-scatter, when there are two GPUs.
+if [ "$ngpu" -ge 2 ]; then
+  c=$(cfg residual 4 shard_prefetch=1)
+  train_np "$WORK/nccl2.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-stats "$WORK/nccl.json"
+  check "NCCL, 2 GPUs, prefetch: equal one rank with batch 8" "$WDIFF" "$WORK/one-full.w" "$WORK/nccl2.w" --tol 1e-4
+  check "the NCCL backend ran" grep -q '"backend": "nccl"' "$WORK/nccl.json"
+else
+  echo "skip - NCCL with 2 ranks needs 2 GPUs (this machine has $ngpu)"
+fi
+finish
