@@ -5,6 +5,7 @@
 #include "activations.h"
 #include "blas.h"
 #include "fsdp_engine.h"
+#include "fsdp_ckpt.h"
 #include "fsdp_flat.h"
 #include "fsdp_kernels.h"
 #include "fsdp_optim.h"
@@ -73,6 +74,7 @@ void fsdp_engine_free(fsdp_engine *e)
     release_network(e);
     fsdp_cfg_free(&e->cfg);
     free(e->stats_path);
+    free(e->weights_file);
     if (the_engine == e) the_engine = NULL;
 }
 
@@ -306,7 +308,8 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                          "its collectives need the MPI backend");
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
-    FSDP_TRY(agree(e, local, local == FSDP_OK ? plan_hash(e, net) : 0));
+    if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
+    FSDP_TRY(agree(e, local, e->plan_hash));
 
     e->net = net;
     e->strategy = e->cfg.strategy;
@@ -319,6 +322,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
     drop_deltas(e, net);
     FSDP_TRY(install_wrappers(e, net));
+    if (e->resume) FSDP_TRY(fsdp_ckpt_read(e, net));
     malloc_trim(0);
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
@@ -530,9 +534,10 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
     return FSDP_OK;
 }
 
-fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net)
+fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)
 {
     if (net != e->net) return FSDP_OK;
+    if (e->checkpoint) FSDP_TRY(fsdp_ckpt_write(e, net, file));
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_flat_save_end(e, &e->groups[k].train);
         fsdp_flat_save_end(e, &e->groups[k].frozen);

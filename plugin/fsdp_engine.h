@@ -88,6 +88,10 @@ typedef struct fsdp_engine {
     fsdp_flat *rs_inflight;  /* the one reduce-scatter not yet waited for */
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;
     size_t model_state_bytes;
+    uint64_t plan_hash;      /* what every rank agreed on; checkpoints carry it */
+    int checkpoint;          /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
+    int resume;              /* -fsdp-resume: each rank loads them beside the weights file given */
+    char *weights_file;      /* the weights file Darknet loaded, if any */
     char *stats_path;
     int stats_written;       /* at network_free, while the groups still exist */
     int failed;
@@ -105,7 +109,7 @@ int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when);
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a);
 fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss);
 fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when);
-fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net);
+fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file);
 /* Gives Darknet a network without plugin-owned pointers (before free_network). */
 fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net);
 /* Writes the stats JSON (rank 0). */

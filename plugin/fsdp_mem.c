@@ -54,3 +54,15 @@ fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *s
     memcpy(dst, src, n * sizeof(float));
     return FSDP_OK;
 }
+
+fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+#ifdef GPU
+    if (m->device) {
+        cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+        return FSDP_OK;
+    }
+#endif
+    memcpy(dst, src, n * sizeof(float));
+    return FSDP_OK;
+}

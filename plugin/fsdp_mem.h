@@ -17,4 +17,7 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
 /* n floats from host memory into a buffer of this kind. */
 fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
 
+/* n floats from a buffer of this kind into host memory. */
+fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
+
 #endif

@@ -73,13 +73,15 @@ static int h_save_begin(void *c, network *net, const char *f)
     return e->be->rank == 0 ? DN_OK : DN_SKIP;
 }
 static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_save_layer(c, net, i, w)); }
-static int h_save_end(void *c, network *net, const char *f) { return to_dn(fsdp_on_save_end(c, net)); }
+static int h_save_end(void *c, network *net, const char *f) { return to_dn(fsdp_on_save_end(c, net, f)); }
 static int h_loaded(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
     if (e->net && net == e->net)
         return to_dn(fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s: loading weights into a network that is "
                                "already sharded is not supported", f));
+    free(e->weights_file);
+    e->weights_file = strdup(f);
     return DN_OK;
 }
 
@@ -157,6 +159,18 @@ static int pick_device(const fsdp_backend *be)
 #endif
 }
 
+/* Removes a flag without a value from argv; returns whether it was there. */
+static int take_switch(int *argc, char **argv, const char *name)
+{
+    for (int i = 1; i < *argc; ++i) {
+        if (strcmp(argv[i], name)) continue;
+        for (int j = i; j + 1 <= *argc; ++j) argv[j] = argv[j + 1];
+        --*argc;
+        return 1;
+    }
+    return 0;
+}
+
 static fsdp_status make_backend(const char *want, fsdp_backend **be)
 {
     if (want && strcmp(want, "mpi") && strcmp(want, "nccl"))
@@ -183,6 +197,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     char *stats = take_flag(argc, argv, "-fsdp-stats", &bad);
     char *backend = take_flag(argc, argv, "-fsdp-backend", &bad);
     if (bad) return DN_ERR_CONFIG;
+    int checkpoint = take_switch(argc, argv, "-fsdp-checkpoint");
+    int resume = take_switch(argc, argv, "-fsdp-resume");
 
     if (under_launcher()) {
         int provided;
@@ -195,6 +211,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     fsdp_backend *be = NULL;
     fsdp_status s = make_backend(backend, &be);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
+    engine.checkpoint = checkpoint;
+    engine.resume = resume;
     if (s == FSDP_OK && stats) {
         engine.stats_path = strdup(stats);
         /* Fail now, not after hours of training, if the file cannot be written. */

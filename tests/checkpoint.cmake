@@ -1,0 +1,4 @@
+# Sharded checkpoints: exact resume, and refusals.
+fsdp_script_test(checkpoint_full_np2 test_checkpoint.sh 2 full)
+fsdp_script_test(checkpoint_grad_op_adam_np3 test_checkpoint.sh 3 grad_op adam)
+fsdp_script_test(checkpoint_none_np2 test_checkpoint.sh 2 none)
