@@ -43,26 +43,27 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
     free(p);
 }
 
-fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+/* Host memory to or from a buffer of this kind. */
+static fsdp_status copy(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n, int to_buffer)
 {
 #ifdef GPU
     if (m->device) {
-        cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), to_buffer ? cudaMemcpyHostToDevice
+                                                                    : cudaMemcpyDeviceToHost));
         return FSDP_OK;
     }
 #endif
+    (void)to_buffer;
     memcpy(dst, src, n * sizeof(float));
     return FSDP_OK;
 }
 
+fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+    return copy(m, dst, src, n, 1);
+}
+
 fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
 {
-#ifdef GPU
-    if (m->device) {
-        cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
-        return FSDP_OK;
-    }
-#endif
-    memcpy(dst, src, n * sizeof(float));
-    return FSDP_OK;
+    return copy(m, dst, src, n, 0);
 }
