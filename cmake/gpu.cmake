@@ -64,6 +64,24 @@ if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
     "/usr/local/cuda), set NCCL_HOME, or pass -DNCCL_INCLUDE_DIR= and -DNCCL_LIBRARY=.")
 endif()
 
+# --- Finding the libraries at run time ----------------------------------------
+# Programs built here run without LD_LIBRARY_PATH or an ld.so.conf entry for
+# CUDA: nvcc links CUDA's lib folder implicitly, so CMake would leave it out of
+# the build tree's RPATH (it also drops a folder it takes for one of the
+# compiler's own, such as targets/x86_64-linux/lib: hence also lib64 as the
+# toolkit names it).  Targets defined from here on (darknet, the plugin, the
+# tests) get these folders.
+get_filename_component(_fsdp_lib64 "${CUDAToolkit_BIN_DIR}/../lib64" ABSOLUTE)
+set(_fsdp_rpath "${CUDAToolkit_LIBRARY_DIR}" "${_fsdp_lib64}")
+foreach(_lib NCCL_LIBRARY CUDNN_LIBRARY)
+  if(${_lib})
+    get_filename_component(_dir "${${_lib}}" DIRECTORY)
+    list(APPEND _fsdp_rpath "${_dir}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES _fsdp_rpath)
+list(APPEND CMAKE_BUILD_RPATH ${_fsdp_rpath})
+
 # --- Darknet ------------------------------------------------------------------
 set(DN_CUDA_SOURCES convolutional_kernels deconvolutional_kernels activation_kernels
     im2col_kernels col2im_kernels blas_kernels crop_layer_kernels dropout_layer_kernels

@@ -5,15 +5,24 @@ file(GLOB FSDP_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/plugin/fsdp_*.c")
 add_library(fsdp_core STATIC ${FSDP_SOURCES})
 target_include_directories(fsdp_core PUBLIC "${CMAKE_SOURCE_DIR}/plugin"
     "${DARKNET_SRC}/include" "${DARKNET_SRC}/src")
-target_compile_options(fsdp_core PRIVATE -Wall -Wextra -Wno-unused-parameter)
+target_compile_options(fsdp_core PRIVATE
+    $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -Wno-unused-parameter>)
 target_compile_definitions(fsdp_core PRIVATE _GNU_SOURCE)
 target_link_libraries(fsdp_core PUBLIC MPI::MPI_C m)
 get_target_property(_dn_defs darknet_lib INTERFACE_COMPILE_DEFINITIONS)
 if(_dn_defs)
   target_compile_definitions(fsdp_core PUBLIC ${_dn_defs})
 endif()
-# GPU build: CUDA, cuDNN and NCCL headers, cudart and NCCL (cmake/gpu.cmake).
+# GPU build: the plugin's kernels (plugin/fsdp_*.cu, for FSDP_CUDA_ARCHS, on
+# the shared CUDA runtime Darknet uses); CUDA, cuDNN and NCCL headers, cudart
+# and NCCL (cmake/gpu.cmake).  The CPU build never sees a .cu file.
 if(TARGET fsdp_gpu)
+  file(GLOB FSDP_CUDA_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/plugin/fsdp_*.cu")
+  target_sources(fsdp_core PRIVATE ${FSDP_CUDA_SOURCES})
+  set_target_properties(fsdp_core PROPERTIES CUDA_ARCHITECTURES "${FSDP_CUDA_ARCHS}"
+    CUDA_RUNTIME_LIBRARY Shared)
+  target_compile_options(fsdp_core PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
   target_link_libraries(fsdp_core PUBLIC fsdp_gpu)
 endif()
 

@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {   /* fsdp_kernels.cu reports through fsdp_fail */
+#endif
+
 typedef enum {
     FSDP_OK = 0,
     FSDP_ERR_CONFIG,   /* bad cfg key, value, group layout, flag or file */
@@ -23,6 +27,10 @@ const char *fsdp_status_str(fsdp_status s);
  * write `return fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: ...", file, line);`. */
 fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #define FSDP_TRY(expr) do { fsdp_status _s = (expr); if (_s != FSDP_OK) return _s; } while (0)
 

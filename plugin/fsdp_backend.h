@@ -67,8 +67,14 @@ fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device);
 /* Device buffers through a host backend (MPI): each collective copies to
  * host memory, runs there and copies back, so several ranks can share one
- * GPU (NCCL refuses that).  Takes ownership of `host`. */
+ * GPU (NCCL refuses that).  Takes ownership of `host` (destroyed with it, or
+ * at once if creating fails). */
 fsdp_status fsdp_backend_staged_create(fsdp_backend *host, fsdp_backend **out);
+/* Size of the staged backend's host staging buffer (floats, all ranks'
+ * slices together; default 2^24): longer collectives go through it in
+ * chunks.  Clamped to at least one float per rank.  Tests lower it to
+ * exercise chunking on small buffers.  No effect on other backends. */
+void fsdp_backend_staged_set_stage_limit(fsdp_backend *b, size_t floats);
 #endif
 
 /* Checks shared by the engines, so that they all refuse the same calls.

@@ -12,6 +12,13 @@
  *   enqueues after the call reads the collective's result.
  * Both waits are device-side, so callers never synchronise the host.
  *
+ * all_gather_start / reduce_scatter_start skip the second wait: the
+ * collective's completion is recorded in an event of a small ring, one per
+ * ticket, and wait(ticket) makes the compute stream wait for it.  The comm
+ * stream runs its collectives in the order issued, so waiting for a ticket
+ * also covers every earlier one; at most FSDP_NCCL_TICKETS may be
+ * outstanding (started, not yet waited for) at once.
+ *
  * Host-memory helpers (broadcast, min/max, sums, barrier) go through MPI,
  * which the caller has initialised; NCCL's unique id travels over it too.
  * Failures come back as a status (FSDP_ERR_CUDA, FSDP_ERR_COMM), never exit().
@@ -25,13 +32,7 @@
 #include <mpi.h>
 #include <nccl.h>
 #include "fsdp_backend.h"
-
-#define cudaCheck(call) do { \
-    cudaError_t e_ = (call); \
-    if (e_ != cudaSuccess) \
-        return fsdp_fail(FSDP_ERR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
-                         cudaGetErrorString(e_)); \
-} while (0)
+#include "fsdp_cuda.h"
 
 #define ncclCheck(call) do { \
     ncclResult_t r_ = (call); \
@@ -49,10 +50,8 @@
     } \
 } while (0)
 
-/* Darknet's compute stream.  Named explicitly so that the plugin means the
- * legacy default stream even if it were built with per-thread default
- * streams. */
-#define DN_COMPUTE_STREAM cudaStreamLegacy
+/* Outstanding tickets of all_gather_start / reduce_scatter_start at most. */
+#define FSDP_NCCL_TICKETS 16
 
 typedef struct {
     int device;
@@ -60,6 +59,11 @@ typedef struct {
     cudaStream_t stream;        /* collectives run here */
     cudaEvent_t compute_done;   /* recorded on Darknet's stream before a collective */
     cudaEvent_t comm_done;      /* recorded on the comm stream after it */
+    /* Ticket k (k counts the starts, from 0) is handed out as k mod 2^31 and
+     * completes when done[k % FSDP_NCCL_TICKETS] fires; tickets below
+     * `waited` have been waited for, those from `waited` to `issued` not yet. */
+    cudaEvent_t done[FSDP_NCCL_TICKETS];
+    uint64_t issued, waited;
 } nccl_ctx;
 
 /* The comm stream waits for everything Darknet has enqueued so far. */
@@ -85,27 +89,112 @@ static fsdp_status after(nccl_ctx *c)
     return FSDP_OK;
 }
 
-/* A zero count is skipped on every rank alike (counts are equal on all
- * ranks), so the order of collectives stays the same everywhere. */
-static fsdp_status nccl_all_gather(fsdp_backend *b, const float *shard, float *full,
-                                   size_t shard_count)
+/* Enqueue the all-gather on the comm stream, after Darknet's work so far.
+ * A zero count is skipped on every rank alike (counts are equal on all
+ * ranks), so the order of collectives stays the same everywhere.  NCCL's
+ * in-place convention is the interface's (shard = full + rank * count). */
+static fsdp_status issue_all_gather(fsdp_backend *b, const float *shard, float *full,
+                                    size_t shard_count)
 {
     nccl_ctx *c = b->ctx;
+    int in_place;
+    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, shard_count, &in_place));
     if (shard_count == 0) return FSDP_OK;
     FSDP_TRY(before(c));
     ncclCheck(ncclAllGather(shard, full, shard_count, ncclFloat, c->comm, c->stream));
-    return after(c);
+    return FSDP_OK;
+}
+
+static fsdp_status issue_reduce_scatter(fsdp_backend *b, const float *full, float *shard,
+                                        size_t shard_count)
+{
+    nccl_ctx *c = b->ctx;
+    int in_place;
+    FSDP_TRY(fsdp_backend_check_layout(b, shard, full, shard_count, &in_place));
+    if (shard_count == 0) return FSDP_OK;
+    FSDP_TRY(before(c));
+    ncclCheck(ncclReduceScatter(full, shard, shard_count, ncclFloat, ncclSum, c->comm,
+                                c->stream));
+    return FSDP_OK;
+}
+
+static fsdp_status nccl_all_gather(fsdp_backend *b, const float *shard, float *full,
+                                   size_t shard_count)
+{
+    FSDP_TRY(issue_all_gather(b, shard, full, shard_count));
+    return shard_count ? after(b->ctx) : FSDP_OK;
 }
 
 static fsdp_status nccl_reduce_scatter(fsdp_backend *b, const float *full, float *shard,
                                        size_t shard_count)
 {
+    FSDP_TRY(issue_reduce_scatter(b, full, shard, shard_count));
+    return shard_count ? after(b->ctx) : FSDP_OK;
+}
+
+/* --- asynchronous variants: a ticket per collective ----------------------- */
+
+/* Refused before anything is enqueued, on every rank alike (ranks start and
+ * wait in the same order), so no rank is left inside a collective. */
+static fsdp_status ticket_free(fsdp_backend *b)
+{
     nccl_ctx *c = b->ctx;
-    if (shard_count == 0) return FSDP_OK;
-    FSDP_TRY(before(c));
-    ncclCheck(ncclReduceScatter(full, shard, shard_count, ncclFloat, ncclSum, c->comm,
-                                c->stream));
-    return after(c);
+    if (c->issued - c->waited < FSDP_NCCL_TICKETS) return FSDP_OK;
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED,
+                     "nccl backend: %d collectives started and not yet waited for; wait for "
+                     "the oldest before starting another (at most %d outstanding)",
+                     FSDP_NCCL_TICKETS, FSDP_NCCL_TICKETS);
+}
+
+/* The collective just enqueued (or none, for a zero count) completes with
+ * the new ticket's event. */
+static fsdp_status ticket_issue(nccl_ctx *c, int *ticket)
+{
+    cudaCheck(cudaEventRecord(c->done[c->issued % FSDP_NCCL_TICKETS], c->stream));
+    *ticket = (int)(c->issued & INT_MAX);
+    c->issued++;
+    return FSDP_OK;
+}
+
+static fsdp_status nccl_all_gather_start(fsdp_backend *b, const float *shard, float *full,
+                                         size_t shard_count, int *ticket)
+{
+    *ticket = -1;
+    FSDP_TRY(ticket_free(b));
+    FSDP_TRY(issue_all_gather(b, shard, full, shard_count));
+    return ticket_issue(b->ctx, ticket);
+}
+
+static fsdp_status nccl_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard,
+                                             size_t shard_count, int *ticket)
+{
+    *ticket = -1;
+    FSDP_TRY(ticket_free(b));
+    FSDP_TRY(issue_reduce_scatter(b, full, shard, shard_count));
+    return ticket_issue(b->ctx, ticket);
+}
+
+/* Darknet's stream waits for the ticket's collective (and so for every one
+ * started before it).  A ticket already covered by an earlier wait is done. */
+static fsdp_status nccl_wait(fsdp_backend *b, int ticket)
+{
+    nccl_ctx *c = b->ctx;
+    if (ticket >= 0) {
+        /* Counts since the oldest outstanding ticket, modulo 2^31. */
+        uint64_t ahead = ((uint64_t)ticket - c->waited) & INT_MAX;
+        uint64_t behind = (c->waited - (uint64_t)ticket) & INT_MAX;
+        if (ahead < c->issued - c->waited) {
+            uint64_t k = c->waited + ahead;
+            cudaCheck(cudaStreamWaitEvent(DN_COMPUTE_STREAM, c->done[k % FSDP_NCCL_TICKETS], 0));
+            c->waited = k + 1;
+            return FSDP_OK;
+        }
+        if (behind > 0 && behind <= c->waited)
+            return FSDP_OK;
+    }
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "nccl backend: wait for ticket %d, which was never "
+                     "issued (%llu started, %llu waited for)", ticket,
+                     (unsigned long long)c->issued, (unsigned long long)c->waited);
 }
 
 static fsdp_status nccl_all_reduce(fsdp_backend *b, float *buf, size_t count)
@@ -121,6 +210,7 @@ static fsdp_status nccl_all_reduce(fsdp_backend *b, float *buf, size_t count)
 
 static fsdp_status host_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
 {
+    FSDP_TRY(fsdp_backend_check_root(b, root));
     char *p = buf;
     while (bytes > 0) {
         int n = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
@@ -173,6 +263,8 @@ static void nccl_destroy(fsdp_backend *b)
         if (c->comm) ncclCommDestroy(c->comm);
         if (c->compute_done) cudaEventDestroy(c->compute_done);
         if (c->comm_done) cudaEventDestroy(c->comm_done);
+        for (int i = 0; i < FSDP_NCCL_TICKETS; i++)
+            if (c->done[i]) cudaEventDestroy(c->done[i]);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -196,6 +288,8 @@ static fsdp_status nccl_init(fsdp_backend *b, nccl_ctx *c)
     /* Ordering only: no timing, so recording them stays cheap. */
     cudaCheck(cudaEventCreateWithFlags(&c->compute_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&c->comm_done, cudaEventDisableTiming));
+    for (int i = 0; i < FSDP_NCCL_TICKETS; i++)
+        cudaCheck(cudaEventCreateWithFlags(&c->done[i], cudaEventDisableTiming));
     return FSDP_OK;
 }
 
@@ -221,6 +315,9 @@ fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device)
     b->sum_f64 = host_sum_f64;
     b->barrier = host_barrier;
     b->destroy = nccl_destroy;
+    b->all_gather_start = nccl_all_gather_start;
+    b->reduce_scatter_start = nccl_reduce_scatter_start;
+    b->wait = nccl_wait;
 
     /* Calling MPI before MPI_Init aborts the process: ask first. */
     fsdp_status s;

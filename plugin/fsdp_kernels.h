@@ -16,8 +16,10 @@ extern "C" {
 /* Exactly fsdp_sgd / fsdp_adam (fsdp_optim.c) on device arrays; g may be NULL. */
 void fsdp_sgd_gpu(float *w, float *m, const float *g, size_t n, int decays, const fsdp_optim_args *a);
 void fsdp_adam_gpu(float *w, float *m, float *v, const float *g, size_t n, const fsdp_optim_args *a);
-/* delta[b][c][s] *= scales[c] / (sqrt(rolling_variance[c]) + .000001f): the
- * backward of batch norm run in inference mode (frozen layers). */
+/* delta[b][c][s] *= scales[c] / sqrt(rolling_variance[c] + .00001f): the
+ * backward of batch norm run in inference mode (frozen layers), as Darknet's
+ * GPU forward normalizes (normalize_kernel; its CPU forward uses
+ * (sqrt(var) + .000001f) instead, and so does the engine's CPU backward). */
 void fsdp_bn_inference_delta_gpu(float *delta, const float *scales, const float *rolling_variance,
                                  int batch, int channels, int spatial);
 /* FSDP_OK, or FSDP_ERR_CUDA with the pending launch error printed. */

@@ -4,6 +4,14 @@
  *   mpirun -np 2 --oversubscribe --mca btl_vader_single_copy_mechanism none \
  *       build/tests/bench_collectives [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-w WARMUP]
  *
+ * Built a second time with FSDP_BENCH_DEVICE as bench_collectives_gpu (GPU
+ * builds): the same table on device buffers for the NCCL backend (when there
+ * are as many GPUs as ranks; rank r on GPU r) and the MPI backend staged
+ * through host memory (ranks share GPU 0 when there are fewer GPUs), then
+ * cudaMemcpy device to device on rank 0's GPU as the reference line.  A
+ * timed call ends when the compute stream has the result
+ * (cudaStreamSynchronize on the legacy stream).
+ *
  * size is S, the full buffer in bytes (the gathered buffer, the buffer
  * reduce-scattered, the buffer all-reduced); count is S in floats.  Each
  * iteration starts after a barrier and takes the slowest rank's time; the
@@ -16,6 +24,10 @@
 #include <string.h>
 #include <mpi.h>
 #include "fsdp_backend.h"
+#ifdef FSDP_BENCH_DEVICE
+#include <cuda_runtime.h>
+#include "gpu_test.h"
+#endif
 
 typedef struct {
     size_t min_bytes, max_bytes;
@@ -25,7 +37,7 @@ typedef struct {
 typedef struct {
     const char *name;
     fsdp_status (*run)(fsdp_backend *b, float *full, float *shard, size_t shard_n);
-    double bus_factor; /* busbw / algbw, times n / (n-1) */
+    double bus_factor; /* busbw / algbw, times n / (n-1); 0: busbw = algbw (a copy) */
 } collective;
 
 static fsdp_status run_all_gather(fsdp_backend *b, float *full, float *shard, size_t n)
@@ -79,6 +91,20 @@ static void must(fsdp_status s, const char *what)
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
+#ifdef FSDP_BENCH_DEVICE
+/* The reference: a device-to-device copy of S bytes on rank 0 (the other
+ * ranks wait, so that ranks sharing a GPU do not compete). */
+static fsdp_status run_memcpy(fsdp_backend *b, float *full, float *shard, size_t n)
+{
+    if (b->rank == 0)
+        cuda_must(cudaMemcpy(shard, full, n * (size_t)b->world * sizeof(float),
+                             cudaMemcpyDeviceToDevice), "cudaMemcpy device to device");
+    return FSDP_OK;
+}
+
+static const collective memcpy_d2d = { "memcpy_d2d", run_memcpy, 0 };
+#endif
+
 static int by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -93,6 +119,9 @@ static double median_time(fsdp_backend *b, const collective *c, const options *o
         must(b->barrier(b), "barrier");
         double t0 = MPI_Wtime();
         must(c->run(b, full, shard, n), c->name);
+#ifdef FSDP_BENCH_DEVICE
+        cuda_must(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+#endif
         if (i >= o->warmup)
             times[i - o->warmup] = MPI_Wtime() - t0;
     }
@@ -111,11 +140,30 @@ static void bench(fsdp_backend *b, const collective *c, const options *o,
         size_t s = n * (size_t)w * sizeof(float); /* padded up to a multiple of the world */
         double t = median_time(b, c, o, full, shard, n, times);
         double algbw = (double)s / t / 1e9;
-        double busbw = algbw * c->bus_factor * (w - 1) / w;
+        double busbw = c->bus_factor ? algbw * c->bus_factor * (w - 1) / w : algbw;
         if (b->rank == 0)
             printf("%16s %12zu %14zu %11.1f %12.3f %12.3f\n", c->name, s, s / sizeof(float),
                    t * 1e6, algbw, busbw);
     }
+}
+
+static void print_header(const fsdp_backend *b, const options *o, const char *where)
+{
+    if (b->rank != 0)
+        return;
+    printf("# bench_collectives: backend %s, world %d%s, median of %d iterations after %d warmup\n"
+           "# time: slowest rank after a barrier; algbw = size/time; busbw = algbw*(n-1)/n,\n"
+           "# all_reduce 2(n-1)/n\n#\n", b->name, b->world, where, o->iters, o->warmup);
+    printf("# %14s %12s %14s %11s %12s %12s\n", "collective", "size(B)", "count(float)",
+           "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+}
+
+static void bench_backend(fsdp_backend *b, const options *o, const char *where, float *full,
+                          float *shard, double *times)
+{
+    print_header(b, o, where);
+    for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; i++)
+        bench(b, &collectives[i], o, full, shard, times);
 }
 
 int main(int argc, char **argv)
@@ -127,28 +175,64 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
+    int world = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    size_t max_n = fsdp_shard_count((o.max_bytes + 3) / sizeof(float), world) * (size_t)world;
+    double *times = calloc((size_t)o.iters, sizeof(double));
+    if (!times)
+        must(FSDP_ERR_NOMEM, "buffers");
+#ifndef FSDP_BENCH_DEVICE
     fsdp_backend *b = NULL;
     must(fsdp_backend_mpi_create(&b), "mpi backend");
-    size_t max_n = fsdp_shard_count((o.max_bytes + 3) / sizeof(float), b->world) * (size_t)b->world;
     /* Zeros stay zeros through every sum: no overflow, no denormals to slow
      * the reductions down. */
     float *full = calloc(max_n + 1, sizeof(float)), *shard = calloc(max_n + 1, sizeof(float));
-    double *times = calloc((size_t)o.iters, sizeof(double));
-    if (!full || !shard || !times)
+    if (!full || !shard)
         must(FSDP_ERR_NOMEM, "buffers");
-    if (b->rank == 0) {
-        printf("# bench_collectives: backend %s, world %d, median of %d iterations after %d warmup\n"
-               "# time: slowest rank after a barrier; algbw = size/time; busbw = algbw*(n-1)/n,\n"
-               "# all_reduce 2(n-1)/n\n#\n", b->name, b->world, o.iters, o.warmup);
-        printf("# %14s %12s %14s %11s %12s %12s\n", "collective", "size(B)", "count(float)",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)");
-    }
-    for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; i++)
-        bench(b, &collectives[i], &o, full, shard, times);
+    bench_backend(b, &o, "", full, shard, times);
+    b->destroy(b);
     free(full);
     free(shard);
-    free(times);
+#else
+    int gpus = gpu_count(rank == 0);
+    if (!gpus) {
+        MPI_Finalize();
+        return GPU_TEST_SKIP;
+    }
+    int device = gpus >= world ? rank : 0;
+    char where[64];
+    snprintf(where, sizeof where, ", %d GPU(s): %s", gpus,
+             gpus >= world ? "rank r on GPU r" : "ranks share GPU 0");
+    cuda_must(cudaSetDevice(device), "cudaSetDevice");
+    float *full = NULL, *shard = NULL;
+    cuda_must(cudaMalloc((void **)&full, (max_n + 1) * sizeof(float)), "cudaMalloc");
+    cuda_must(cudaMalloc((void **)&shard, (max_n + 1) * sizeof(float)), "cudaMalloc");
+    cuda_must(cudaMemset(full, 0, (max_n + 1) * sizeof(float)), "cudaMemset");
+    cuda_must(cudaMemset(shard, 0, (max_n + 1) * sizeof(float)), "cudaMemset");
+    fsdp_backend *b = NULL, *host = NULL;
+    if (gpus >= world) {
+        must(fsdp_backend_nccl_create(&b, device), "nccl backend");
+        bench_backend(b, &o, where, full, shard, times);
+        b->destroy(b);
+    } else if (rank == 0) {
+        printf("# bench_collectives: backend nccl, world %d: skipped, needs %d GPUs, found %d\n",
+               world, world, gpus);
+    }
+    must(fsdp_backend_mpi_create(&host), "mpi backend");
+    must(fsdp_backend_staged_create(host, &b), "mpi-staged backend");
+    if (rank == 0)
+        printf("#\n");
+    bench_backend(b, &o, where, full, shard, times);
+    if (rank == 0)
+        printf("#\n# reference: cudaMemcpy device to device of size bytes on rank 0's GPU "
+               "(device memory traffic is twice size: read and write)\n");
+    bench(b, &memcpy_d2d, &o, full, shard, times);
     b->destroy(b);
+    cudaFree(full);
+    cudaFree(shard);
+#endif
+    free(times);
     MPI_Finalize();
     return 0;
 }

@@ -4,6 +4,12 @@
  * float and any difference is a bug, never rounding.  Outputs start as NaN
  * so that an element a collective forgot to write shows up too.
  *
+ * Built a second time with FSDP_TEST_DEVICE as test_collectives_gpu (GPU
+ * builds): the same checks on device buffers for the NCCL backend (blocking
+ * and start/wait, plus the ticket ring) and the MPI backend staged through
+ * host memory, and that collectives order against Darknet's stream; see
+ * main() at the end.  Without a GPU it exits 77 (skipped).
+ *
  * Run under mpirun on 1 to 4 ranks.  A mismatch prints the collective, size
  * and first bad index and the run goes on (every rank still issues the same
  * collectives); the exit status is non-zero if any rank saw one. */
@@ -15,10 +21,15 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "fsdp_backend.h"
+#ifdef FSDP_TEST_DEVICE
+#include <cuda_runtime.h>
+#include "gpu_test.h"
+#endif
 
 typedef struct {
     fsdp_backend *b;
     char label[48];
+    int async;      /* all-gather and reduce-scatter through *_start + wait */
     int checks;
     int failures;
 } suite;
@@ -67,6 +78,70 @@ static float *nan_floats(size_t count)
     return p;
 }
 
+/* Buffers a collective reads or writes live where the backend wants them
+ * (b->mem).  The checks make inputs and expected results in host memory and
+ * move them with mem_copy; on host backends these are plain copies. */
+static void *mem_alloc(const suite *t, size_t count, size_t size)
+{
+    (void)t;
+#ifdef FSDP_TEST_DEVICE
+    if (t->b->mem == FSDP_MEM_DEVICE) {
+        void *p = NULL;
+        cuda_must(cudaMalloc(&p, (count ? count : 1) * size), "cudaMalloc");
+        return p;
+    }
+#endif
+    return alloc(count, size);
+}
+
+static void mem_free(const suite *t, void *p)
+{
+    (void)t;
+#ifdef FSDP_TEST_DEVICE
+    if (t->b->mem == FSDP_MEM_DEVICE) {
+        cuda_must(cudaFree(p), "cudaFree");
+        return;
+    }
+#endif
+    free(p);
+}
+
+/* Between host memory and the backend's, either way (CUDA tells the
+ * direction from the pointers).  On the legacy stream, so a copy of a
+ * collective's result comes after whatever the collective made it wait for. */
+static void mem_copy(const suite *t, void *dst, const void *src, size_t bytes)
+{
+    (void)t;
+#ifdef FSDP_TEST_DEVICE
+    if (t->b->mem == FSDP_MEM_DEVICE) {
+        cuda_must(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+/* The collective under test, blocking or through a ticket. */
+static fsdp_status do_all_gather(suite *t, const float *shard, float *full, size_t n)
+{
+    fsdp_backend *b = t->b;
+    int ticket = -1;
+    if (!t->async)
+        return b->all_gather(b, shard, full, n);
+    FSDP_TRY(b->all_gather_start(b, shard, full, n, &ticket));
+    return b->wait(b, ticket);
+}
+
+static fsdp_status do_reduce_scatter(suite *t, const float *full, float *shard, size_t n)
+{
+    fsdp_backend *b = t->b;
+    int ticket = -1;
+    if (!t->async)
+        return b->reduce_scatter(b, full, shard, n);
+    FSDP_TRY(b->reduce_scatter_start(b, full, shard, n, &ticket));
+    return b->wait(b, ticket);
+}
+
 /* A status other than OK means the ranks may no longer agree on which
  * collective comes next: stop them all rather than hang. */
 static void must(suite *t, fsdp_status s, const char *coll, size_t n)
@@ -96,62 +171,125 @@ static void expect_floats(suite *t, const char *coll, size_t n, const float *got
         }
 }
 
-static void check_all_gather(suite *t, size_t n, int in_place)
+/* An all-gather's buffers, made in the backend's memory: full starts as NaN
+ * apart from this rank's part when in place; shard holds val(rank, i). */
+typedef struct {
+    float *full, *shard; /* backend memory; shard may lie inside full */
+    float *want;         /* host: the gathered buffer */
+} gather_bufs;
+
+static gather_bufs gather_setup(suite *t, size_t n, int in_place)
 {
     fsdp_backend *b = t->b;
     size_t full_n = (size_t)b->world * n;
-    float *full = nan_floats(full_n), *want = alloc(full_n, sizeof(float));
-    float *shard = in_place ? full + (size_t)b->rank * n : alloc(n, sizeof(float));
+    gather_bufs g = { .want = alloc(full_n, sizeof(float)) };
+    float *nans = nan_floats(full_n), *mine = alloc(n, sizeof(float));
     for (size_t i = 0; i < n; i++)
-        shard[i] = val(b->rank, i);
+        mine[i] = val(b->rank, i);
     for (size_t j = 0; j < full_n; j++)
-        want[j] = val((int)(j / n), j % n);
-    const char *coll = in_place ? "all_gather in place" : "all_gather";
-    must(t, b->all_gather(b, shard, full, n), coll, n);
-    expect_floats(t, coll, n, full, want, full_n);
+        g.want[j] = val((int)(j / n), j % n);
+    g.full = mem_alloc(t, full_n, sizeof(float));
+    mem_copy(t, g.full, nans, full_n * sizeof(float));
+    g.shard = in_place ? g.full + (size_t)b->rank * n : mem_alloc(t, n, sizeof(float));
+    mem_copy(t, g.shard, mine, n * sizeof(float));
+    free(nans);
+    free(mine);
+    return g;
+}
+
+static void gather_check(suite *t, gather_bufs *g, const char *coll, size_t n, int in_place)
+{
+    size_t full_n = (size_t)t->b->world * n;
+    float *got = alloc(full_n, sizeof(float));
+    mem_copy(t, got, g->full, full_n * sizeof(float));
+    expect_floats(t, coll, n, got, g->want, full_n);
     if (!in_place)
-        free(shard);
-    free(full);
-    free(want);
+        mem_free(t, g->shard);
+    mem_free(t, g->full);
+    free(g->want);
+    free(got);
+}
+
+static void check_all_gather(suite *t, size_t n, int in_place)
+{
+    gather_bufs g = gather_setup(t, n, in_place);
+    const char *coll = in_place ? "all_gather in place" : "all_gather";
+    must(t, do_all_gather(t, g.shard, g.full, n), coll, n);
+    gather_check(t, &g, coll, n, in_place);
+}
+
+/* A reduce-scatter's buffers: full holds val(rank, j), shard starts as NaN
+ * (or is this rank's part of full). */
+typedef struct {
+    float *full, *shard;     /* backend memory */
+    float *want, *want_full; /* host: the shard, and full afterwards */
+} scatter_bufs;
+
+static scatter_bufs scatter_setup(suite *t, size_t n, int in_place)
+{
+    fsdp_backend *b = t->b;
+    size_t full_n = (size_t)b->world * n, mine = (size_t)b->rank * n;
+    scatter_bufs r = { .want = alloc(n, sizeof(float)),
+                       .want_full = alloc(full_n, sizeof(float)) };
+    for (size_t j = 0; j < full_n; j++)
+        r.want_full[j] = val(b->rank, j);
+    for (size_t i = 0; i < n; i++)
+        r.want[i] = val_sum(b->world, mine + i);
+    r.full = mem_alloc(t, full_n, sizeof(float));
+    mem_copy(t, r.full, r.want_full, full_n * sizeof(float));
+    if (in_place) {
+        r.shard = r.full + mine;
+        memcpy(r.want_full + mine, r.want, n * sizeof(float));
+    } else {
+        float *nans = nan_floats(n);
+        r.shard = mem_alloc(t, n, sizeof(float));
+        mem_copy(t, r.shard, nans, n * sizeof(float));
+        free(nans);
+    }
+    return r;
+}
+
+static void scatter_check(suite *t, scatter_bufs *r, const char *coll, size_t n, int in_place)
+{
+    size_t full_n = (size_t)t->b->world * n;
+    float *got = alloc(full_n, sizeof(float));
+    mem_copy(t, got, r->shard, n * sizeof(float));
+    expect_floats(t, coll, n, got, r->want, n);
+    /* The input is const: other ranks' parts must survive. */
+    mem_copy(t, got, r->full, full_n * sizeof(float));
+    expect_floats(t, in_place ? "reduce_scatter in place (input)" : "reduce_scatter (input)",
+                  n, got, r->want_full, full_n);
+    if (!in_place)
+        mem_free(t, r->shard);
+    mem_free(t, r->full);
+    free(r->want);
+    free(r->want_full);
+    free(got);
 }
 
 static void check_reduce_scatter(suite *t, size_t n, int in_place)
 {
-    fsdp_backend *b = t->b;
-    size_t full_n = (size_t)b->world * n, mine = (size_t)b->rank * n;
-    float *full = alloc(full_n, sizeof(float)), *want_full = alloc(full_n, sizeof(float));
-    float *want = alloc(n, sizeof(float));
-    float *shard = in_place ? full + mine : nan_floats(n);
-    for (size_t j = 0; j < full_n; j++)
-        full[j] = want_full[j] = val(b->rank, j);
-    for (size_t i = 0; i < n; i++)
-        want[i] = val_sum(b->world, mine + i);
-    if (in_place)
-        memcpy(want_full + mine, want, n * sizeof(float));
+    scatter_bufs r = scatter_setup(t, n, in_place);
     const char *coll = in_place ? "reduce_scatter in place" : "reduce_scatter";
-    must(t, b->reduce_scatter(b, full, shard, n), coll, n);
-    expect_floats(t, coll, n, shard, want, n);
-    /* The input is const: other ranks' parts must survive. */
-    expect_floats(t, in_place ? "reduce_scatter in place (input)" : "reduce_scatter (input)",
-                  n, full, want_full, full_n);
-    if (!in_place)
-        free(shard);
-    free(full);
-    free(want_full);
-    free(want);
+    must(t, do_reduce_scatter(t, r.full, r.shard, n), coll, n);
+    scatter_check(t, &r, coll, n, in_place);
 }
 
 static void check_all_reduce(suite *t, size_t n)
 {
     fsdp_backend *b = t->b;
-    float *buf = alloc(n, sizeof(float)), *want = alloc(n, sizeof(float));
+    float *host = alloc(n, sizeof(float)), *want = alloc(n, sizeof(float));
     for (size_t i = 0; i < n; i++) {
-        buf[i] = val(b->rank, i);
+        host[i] = val(b->rank, i);
         want[i] = val_sum(b->world, i);
     }
+    float *buf = mem_alloc(t, n, sizeof(float));
+    mem_copy(t, buf, host, n * sizeof(float));
     must(t, b->all_reduce(b, buf, n), "all_reduce", n);
-    expect_floats(t, "all_reduce", n, buf, want, n);
-    free(buf);
+    mem_copy(t, host, buf, n * sizeof(float));
+    expect_floats(t, "all_reduce", n, host, want, n);
+    mem_free(t, buf);
+    free(host);
     free(want);
 }
 
@@ -215,53 +353,43 @@ static void check_min_max_all(suite *t)
     check_min_max(t, "large", UINT64_MAX - r, UINT64_MAX - (w - 1), UINT64_MAX);
 }
 
-/* Runs call(t) with stderr caught in a file and returns what it printed
- * (caller frees), so expected refusals neither clutter the log nor go
- * unchecked. */
-static char *caught_stderr(suite *t, fsdp_status (*call)(fsdp_backend *b), fsdp_status *s)
+/* What a call prints on stderr, caught in a file, so that expected refusals
+ * neither clutter the log nor go unchecked: catch_stderr() before the call,
+ * released_stderr() after it returns the text (caller frees). */
+typedef struct {
+    FILE *tmp;
+    int saved;
+} caught;
+
+static caught catch_stderr(void)
 {
-    FILE *tmp = tmpfile();
-    int saved = dup(fileno(stderr));
-    if (!tmp || saved < 0) {
+    caught c = { tmpfile(), dup(fileno(stderr)) };
+    if (!c.tmp || c.saved < 0) {
         fprintf(stderr, "test_collectives: cannot catch stderr\n");
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     fflush(stderr);
-    dup2(fileno(tmp), fileno(stderr));
-    *s = call(t->b);
+    dup2(fileno(c.tmp), fileno(stderr));
+    return c;
+}
+
+static char *released_stderr(caught c)
+{
     fflush(stderr);
-    dup2(saved, fileno(stderr));
-    close(saved);
-    long len = ftell(tmp);
+    dup2(c.saved, fileno(stderr));
+    close(c.saved);
+    long len = ftell(c.tmp);
     char *text = alloc((size_t)(len > 0 ? len : 0) + 1, 1);
-    rewind(tmp);
-    text[fread(text, 1, (size_t)(len > 0 ? len : 0), tmp)] = 0;
-    fclose(tmp);
+    rewind(c.tmp);
+    text[fread(text, 1, (size_t)(len > 0 ? len : 0), c.tmp)] = 0;
+    fclose(c.tmp);
     return text;
 }
 
-static fsdp_status broadcast_bad_root(fsdp_backend *b)
+/* A refusal: status `want`, and `message` printed (frees text). */
+static void expect_refusal(suite *t, const char *what, fsdp_status s, char *text,
+                           fsdp_status want, const char *message)
 {
-    float x = 0;
-    return b->broadcast(b, &x, sizeof x, b->world);
-}
-
-/* shard starts one float into full: overlapping, yet not this rank's part. */
-static fsdp_status gather_overlapping(fsdp_backend *b)
-{
-    float *buf = nan_floats(2 * (size_t)b->world + 1);
-    fsdp_status s = b->all_gather(b, buf + 1, buf, 2);
-    free(buf);
-    return s;
-}
-
-/* Calls every rank refuses before talking to the others, so that no rank is
- * left waiting in a collective. */
-static void check_refusal(suite *t, const char *what, fsdp_status (*call)(fsdp_backend *b),
-                          fsdp_status want, const char *message)
-{
-    fsdp_status s;
-    char *text = caught_stderr(t, call, &s);
     t->checks++;
     if (s != want || !strstr(text, message)) {
         fprintf(stderr, "FAIL %s %s rank %d: got \"%s\" printing \"%s\", want \"%s\" "
@@ -272,12 +400,24 @@ static void check_refusal(suite *t, const char *what, fsdp_status (*call)(fsdp_b
     free(text);
 }
 
+/* Calls every rank refuses before talking to the others, so that no rank is
+ * left waiting in a collective. */
 static void check_refusals(suite *t)
 {
-    check_refusal(t, "broadcast from root == world", broadcast_bad_root, FSDP_ERR_COMM,
-                  "broadcast root");
-    check_refusal(t, "all_gather with overlapping buffers", gather_overlapping,
-                  FSDP_ERR_UNSUPPORTED, "overlaps");
+    fsdp_backend *b = t->b;
+    float x = 0;
+    caught c = catch_stderr();
+    fsdp_status s = b->broadcast(b, &x, sizeof x, b->world);
+    expect_refusal(t, "broadcast from root == world", s, released_stderr(c), FSDP_ERR_COMM,
+                   "broadcast root");
+
+    /* shard starts one float into full: overlapping, yet not this rank's part. */
+    float *buf = mem_alloc(t, 2 * (size_t)b->world + 1, sizeof(float));
+    c = catch_stderr();
+    s = b->all_gather(b, buf + 1, buf, 2);
+    expect_refusal(t, "all_gather with overlapping buffers", s, released_stderr(c),
+                   FSDP_ERR_UNSUPPORTED, "overlaps");
+    mem_free(t, buf);
 }
 
 static void check_size(suite *t, size_t n)
@@ -294,39 +434,175 @@ static void check_size(suite *t, size_t n)
                "all_reduce, broadcast, sum_f64\n", t->label, t->b->world, n);
 }
 
-static int run_suite(fsdp_backend *b, const char *label, const size_t *sizes, size_t count)
+#ifdef FSDP_TEST_DEVICE
+/* The collective must read what the compute stream (the legacy default
+ * stream) wrote just before the call, and that stream must read its result:
+ * the input arrives by an asynchronous copy queued behind slow memsets, and
+ * the collective is called at once, without synchronising. */
+static void check_stream_order(suite *t)
 {
-    suite t = { .b = b };
+    fsdp_backend *b = t->b;
+    size_t n = ((size_t)1 << 20) + 3, w = (size_t)b->world, slow_bytes = (size_t)256 << 20;
+    void *slow = mem_alloc(t, slow_bytes, 1);
+    float *pinned = NULL, *nans = nan_floats(w * n);
+    cuda_must(cudaMallocHost((void **)&pinned, w * n * sizeof(float)), "cudaMallocHost");
+
+    gather_bufs g = gather_setup(t, n, 0);
+    for (size_t i = 0; i < n; i++)
+        pinned[i] = val(b->rank, i);
+    mem_copy(t, g.shard, nans, n * sizeof(float));
+    for (int i = 0; i < 8; i++)
+        cuda_must(cudaMemsetAsync(slow, i, slow_bytes, cudaStreamLegacy), "cudaMemsetAsync");
+    cuda_must(cudaMemcpyAsync(g.shard, pinned, n * sizeof(float), cudaMemcpyHostToDevice,
+                              cudaStreamLegacy), "cudaMemcpyAsync");
+    must(t, do_all_gather(t, g.shard, g.full, n), "all_gather after async input", n);
+    gather_check(t, &g, "all_gather after async input", n, 0);
+
+    scatter_bufs r = scatter_setup(t, n, 0);
+    memcpy(pinned, r.want_full, w * n * sizeof(float));
+    mem_copy(t, r.full, nans, w * n * sizeof(float));
+    for (int i = 0; i < 8; i++)
+        cuda_must(cudaMemsetAsync(slow, i, slow_bytes, cudaStreamLegacy), "cudaMemsetAsync");
+    cuda_must(cudaMemcpyAsync(r.full, pinned, w * n * sizeof(float), cudaMemcpyHostToDevice,
+                              cudaStreamLegacy), "cudaMemcpyAsync");
+    must(t, do_reduce_scatter(t, r.full, r.shard, n), "reduce_scatter after async input", n);
+    scatter_check(t, &r, "reduce_scatter after async input", n, 0);
+
+    cuda_must(cudaFreeHost(pinned), "cudaFreeHost");
+    mem_free(t, slow);
+    free(nans);
+}
+
+/* Several collectives in flight, waited for in order; the ticket ring used
+ * round and round; more outstanding than the ring holds; unknown tickets. */
+static void check_tickets(suite *t)
+{
+    fsdp_backend *b = t->b;
+    size_t n = 1007;
+    gather_bufs g[3];
+    scatter_bufs r[2];
+    int tk[5], distinct = 1;
+    for (int i = 0; i < 3; i++)
+        g[i] = gather_setup(t, n + i, i == 1);
+    for (int i = 0; i < 2; i++)
+        r[i] = scatter_setup(t, n + i, i == 1);
+    for (int i = 0; i < 3; i++)
+        must(t, b->all_gather_start(b, g[i].shard, g[i].full, n + i, &tk[i]), "all_gather_start", n + i);
+    for (int i = 0; i < 2; i++)
+        must(t, b->reduce_scatter_start(b, r[i].full, r[i].shard, n + i, &tk[3 + i]),
+             "reduce_scatter_start", n + i);
+    for (int i = 0; i < 5; i++) {
+        must(t, b->wait(b, tk[i]), "wait", n);
+        distinct &= i == 0 || tk[i] != tk[i - 1];
+    }
+    for (int i = 0; i < 3; i++)
+        gather_check(t, &g[i], "all_gather_start, 5 in flight", n + i, i == 1);
+    for (int i = 0; i < 2; i++)
+        scatter_check(t, &r[i], "reduce_scatter_start, 5 in flight", n + i, i == 1);
+    t->checks++;
+    if (!distinct) {
+        fprintf(stderr, "FAIL %s rank %d: tickets in flight are not distinct: %d %d %d %d %d\n",
+                t->label, b->rank, tk[0], tk[1], tk[2], tk[3], tk[4]);
+        t->failures++;
+    }
+
+    /* Round the ring a few times, then fill it until a start is refused. */
+    gather_bufs ring = gather_setup(t, 3, 0);
+    int ticket = -1, held[64], started = 0;
+    for (int i = 0; i < 100; i++) {
+        must(t, b->all_gather_start(b, ring.shard, ring.full, 3, &ticket), "all_gather_start", 3);
+        must(t, b->wait(b, ticket), "wait", 3);
+    }
+    fsdp_status s = FSDP_OK;
+    char *text = NULL;
+    while (s == FSDP_OK && started < 64) {
+        caught c = catch_stderr();
+        s = b->all_gather_start(b, ring.shard, ring.full, 3, &held[started]);
+        free(text);
+        text = released_stderr(c);
+        started += s == FSDP_OK;
+    }
+    expect_refusal(t, "one start more than the ticket ring holds", s, text,
+                   FSDP_ERR_UNSUPPORTED, "not yet waited for");
+    for (int i = 0; i < started; i++)
+        must(t, b->wait(b, held[i]), "wait", 3);
+    must(t, b->all_gather_start(b, ring.shard, ring.full, 3, &ticket), "all_gather_start after the ring emptied", 3);
+    must(t, b->wait(b, ticket), "wait", 3);
+    gather_check(t, &ring, "all_gather_start round the ring", 3, 0);
+    if (b->rank == 0)
+        printf("%-22s world=%d 5 collectives in flight, 100 start/wait, ring of %d outstanding\n",
+               t->label, b->world, started);
+
+    caught c = catch_stderr();
+    s = b->wait(b, -1);
+    expect_refusal(t, "wait for ticket -1", s, released_stderr(c), FSDP_ERR_UNSUPPORTED,
+                   "never issued");
+    c = catch_stderr();
+    s = b->wait(b, ticket + 1000);
+    expect_refusal(t, "wait for a ticket not yet issued", s, released_stderr(c),
+                   FSDP_ERR_UNSUPPORTED, "never issued");
+}
+#endif
+
+static int run_suite(fsdp_backend *b, const char *label, int async, const size_t *sizes,
+                     size_t count)
+{
+    suite t = { .b = b, .async = async };
     snprintf(t.label, sizeof t.label, "%s", label);
     for (size_t i = 0; i < count; i++)
         check_size(&t, sizes[i]);
     check_min_max_all(&t);
     check_refusals(&t);
+#ifdef FSDP_TEST_DEVICE
+    if (b->mem == FSDP_MEM_DEVICE)
+        check_stream_order(&t);
+    if (async)
+        check_tickets(&t);
+#endif
     if (b->rank == 0)
         printf("%-22s world=%d min_max_u64 (equal, small, near 2^64), refusals; %d checks\n",
                t.label, b->world, t.checks);
     return t.failures;
 }
 
+/* The backend's rank, world and name are MPI_COMM_WORLD's and the expected. */
+static int check_identity(const fsdp_backend *b, const char *name)
+{
+    int rank = -1, world = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (b->rank == rank && b->world == world && strcmp(b->name, name) == 0)
+        return 0;
+    fprintf(stderr, "FAIL %s create: rank %d world %d name %s, MPI says %d of %d\n", name,
+            b->rank, b->world, b->name, rank, world);
+    return 1;
+}
+
+static int report(int failures, int world)
+{
+    int total = 0, rank = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+        printf("test_collectives: world=%d: %s (%d failures over all ranks)\n", world,
+               total ? "FAILED" : "passed", total);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
+
+#ifndef FSDP_TEST_DEVICE
 static int run_mpi_suites(int *checked_world)
 {
     fsdp_backend *b = NULL;
     if (fsdp_backend_mpi_create(&b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
-    int rank = -1, world = 0, failures = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (b->rank != rank || b->world != world || strcmp(b->name, "mpi") != 0) {
-        fprintf(stderr, "FAIL mpi create: rank %d world %d, MPI says %d of %d\n", b->rank,
-                b->world, rank, world);
-        failures++;
-    }
+    int failures = check_identity(b, "mpi");
     *checked_world = b->world;
-    failures += run_suite(b, "mpi", plain_sizes, COUNT(plain_sizes));
+    failures += run_suite(b, "mpi", 0, plain_sizes, COUNT(plain_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 1000);
-    failures += run_suite(b, "mpi chunk<=1000", chunk_sizes, COUNT(chunk_sizes));
+    failures += run_suite(b, "mpi chunk<=1000", 0, chunk_sizes, COUNT(chunk_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 0); /* clamps to 1 */
-    failures += run_suite(b, "mpi chunk<=1", tiny_sizes, COUNT(tiny_sizes));
+    failures += run_suite(b, "mpi chunk<=1", 0, tiny_sizes, COUNT(tiny_sizes));
     b->destroy(b);
     return failures;
 }
@@ -337,7 +613,7 @@ static int run_self_suite(void)
     if (fsdp_backend_self_create(&b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
     fsdp_backend_mpi_set_chunk_limit(b, 1000); /* must leave other backends alone */
-    int failures = run_suite(b, "self", plain_sizes, COUNT(plain_sizes));
+    int failures = run_suite(b, "self", 0, plain_sizes, COUNT(plain_sizes));
     b->destroy(b);
     return failures;
 }
@@ -349,13 +625,78 @@ int main(int argc, char **argv)
     int failures = run_mpi_suites(&world);
     if (world == 1)
         failures += run_self_suite();
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return report(failures, world);
+}
+
+#else /* FSDP_TEST_DEVICE: test_collectives_gpu */
+
+/* The MPI backend staged through host memory, every rank on GPU 0 (and, on
+ * one rank, the self backend staged the same way). */
+static int run_staged_suites(int world)
+{
+    cuda_must(cudaSetDevice(0), "cudaSetDevice(0)");
+    fsdp_backend *host = NULL, *b = NULL;
+    if (fsdp_backend_mpi_create(&host) != FSDP_OK || fsdp_backend_staged_create(host, &b) != FSDP_OK)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    int failures = check_identity(b, "mpi-staged");
+    if (b->mem != FSDP_MEM_DEVICE || b->all_gather_start || b->reduce_scatter_start || b->wait) {
+        fprintf(stderr, "FAIL mpi-staged create: want device memory and no start/wait\n");
+        failures++;
+    }
+    failures += run_suite(b, "mpi-staged", 0, plain_sizes, COUNT(plain_sizes));
+    fsdp_backend_staged_set_stage_limit(b, 1000);
+    failures += run_suite(b, "mpi-staged stage<=1000", 0, chunk_sizes, COUNT(chunk_sizes));
+    fsdp_backend_staged_set_stage_limit(b, 0); /* clamps to one float per rank */
+    failures += run_suite(b, "mpi-staged stage<=world", 0, tiny_sizes, COUNT(tiny_sizes));
+    b->destroy(b);
+    if (world == 1) {
+        if (fsdp_backend_self_create(&host) != FSDP_OK || fsdp_backend_staged_create(host, &b) != FSDP_OK)
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        failures += run_suite(b, "self-staged", 0, plain_sizes, COUNT(plain_sizes));
+        b->destroy(b);
+    }
+    return failures;
+}
+
+/* NCCL, one GPU per rank: only when there are as many GPUs as ranks (NCCL
+ * refuses two ranks on one GPU). */
+static int run_nccl_suites(int world, int gpus)
+{
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-        printf("test_collectives: world=%d: %s (%d failures over all ranks)\n", world,
-               total ? "FAILED" : "passed", total);
-    MPI_Finalize();
-    return failures ? 1 : 0;
+    if (gpus < world) {
+        if (rank == 0)
+            printf("%-22s world=%d skipped: needs %d GPUs, found %d\n", "nccl", world, world, gpus);
+        return 0;
+    }
+    cuda_must(cudaSetDevice(rank), "cudaSetDevice");
+    fsdp_backend *b = NULL;
+    if (fsdp_backend_nccl_create(&b, rank) != FSDP_OK)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    int failures = check_identity(b, "nccl");
+    if (b->mem != FSDP_MEM_DEVICE || !b->all_gather_start || !b->reduce_scatter_start || !b->wait) {
+        fprintf(stderr, "FAIL nccl create: want device memory and start/wait\n");
+        failures++;
+    }
+    failures += run_suite(b, "nccl", 0, plain_sizes, COUNT(plain_sizes));
+    failures += run_suite(b, "nccl start/wait", 1, plain_sizes, COUNT(plain_sizes));
+    b->destroy(b);
+    return failures;
 }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int world = 0, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int gpus = gpu_count(rank == 0);
+    if (!gpus) {
+        MPI_Finalize();
+        return GPU_TEST_SKIP;
+    }
+    int failures = run_staged_suites(world);
+    failures += run_nccl_suites(world, gpus);
+    return report(failures, world);
+}
+#endif

@@ -1,0 +1,36 @@
+/* gpu_test.h: what the GPU test programs share (GPU builds only). */
+#ifndef GPU_TEST_H
+#define GPU_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime.h>
+
+/* A failed CUDA call ends the program (under mpirun, the job: mpirun stops
+ * the other ranks when one exits non-zero). */
+static inline void cuda_must(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return;
+    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    exit(3);
+}
+
+/* Exit code that CTest reports as a skip (SKIP_RETURN_CODE in tests/gpu.cmake). */
+#define GPU_TEST_SKIP 77
+
+/* How many GPUs the CUDA runtime sees; with none, 0 after printing (if
+ * `say`) "skipped: no GPU" and why. */
+static inline int gpu_count(int say)
+{
+    int gpus = 0;
+    cudaError_t e = cudaGetDeviceCount(&gpus);
+    if (e == cudaSuccess && gpus > 0)
+        return gpus;
+    if (say)
+        printf("skipped: no GPU (cudaGetDeviceCount: %s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return 0;
+}
+
+#endif
