@@ -14,8 +14,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <mpi.h>
 #include "fsdp_backend.h"
+#include "fsdp_mpi.h"
 
 /* Collectives started and not yet waited for (all_gather_start, ...). */
 #define MPIB_TICKETS 16
@@ -30,22 +30,6 @@ typedef struct {
 /* Bound on the staging buffer (floats, all ranks' slices together): chunking
  * a huge buffer then costs a fixed amount of memory, not a second copy. */
 #define MPIB_STAGE_FLOATS ((size_t)1 << 24)
-
-static fsdp_status mpib_fail(int err, const char *file, int line)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "error code %d", err);
-    return fsdp_fail(FSDP_ERR_COMM, "%s:%d: MPI error: %s", file, line, msg);
-}
-
-#define mpiCheck(call)                                                   \
-    do {                                                                 \
-        int _mpi_err = (call);                                           \
-        if (_mpi_err != MPI_SUCCESS)                                     \
-            return mpib_fail(_mpi_err, __FILE__, __LINE__);              \
-    } while (0)
 
 static MPI_Comm mpib_comm(const fsdp_backend *b)
 {
@@ -289,6 +273,15 @@ static fsdp_status mpib_open(fsdp_backend *b)
     mpiCheck(MPI_Comm_rank(c->comm, &b->rank));
     mpiCheck(MPI_Comm_size(c->comm, &b->world));
     return FSDP_OK;
+}
+
+fsdp_status fsdp_mpi_fail(int err, const char *file, int line, const char *call)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error code %d", err);
+    return fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s: MPI error: %s", file, line, call, msg);
 }
 
 fsdp_status fsdp_backend_mpi_create(fsdp_backend **out)

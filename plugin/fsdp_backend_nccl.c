@@ -33,6 +33,7 @@
 #include <nccl.h>
 #include "fsdp_backend.h"
 #include "fsdp_cuda.h"
+#include "fsdp_mpi.h"
 
 #define ncclCheck(call) do { \
     ncclResult_t r_ = (call); \
@@ -41,14 +42,6 @@
                          ncclGetErrorString(r_), ncclGetLastError(NULL)); \
 } while (0)
 
-#define mpiCheck(call) do { \
-    int m_ = (call); \
-    if (m_ != MPI_SUCCESS) { \
-        char s_[MPI_MAX_ERROR_STRING]; int n_ = 0; \
-        MPI_Error_string(m_, s_, &n_); \
-        return fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s: %s", __FILE__, __LINE__, #call, s_); \
-    } \
-} while (0)
 
 /* Outstanding tickets of all_gather_start / reduce_scatter_start at most. */
 #define FSDP_NCCL_TICKETS 16

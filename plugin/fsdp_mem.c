@@ -1,15 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_mem.h"
-#ifdef GPU
-#include <cuda_runtime.h>
-#define cudaCheck(call)                                                                          \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess)                                                                   \
-            return fsdp_fail(FSDP_ERR_CUDA, "%s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-    } while (0)
-#endif
+#include "fsdp_cuda.h"
 
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
 {
@@ -17,8 +9,8 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
 #ifdef GPU
     if (m->device) {
         void *p = NULL;
-        cudaError_t e = cudaMallocAsync(&p, bytes, 0);
-        if (e == cudaSuccess && zero) e = cudaMemsetAsync(p, 0, bytes, 0);
+        cudaError_t e = cudaMallocAsync(&p, bytes, DN_COMPUTE_STREAM);
+        if (e == cudaSuccess && zero) e = cudaMemsetAsync(p, 0, bytes, DN_COMPUTE_STREAM);
         if (e != cudaSuccess) {
             fsdp_fail(FSDP_ERR_NOMEM, "out of device memory for %zu floats: %s", n, cudaGetErrorString(e));
             return NULL;
@@ -36,7 +28,7 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
     if (!p) return;
 #ifdef GPU
     if (m->device) {
-        cudaFreeAsync(p, 0);
+        cudaFreeAsync(p, DN_COMPUTE_STREAM);
         return;
     }
 #endif
