@@ -28,6 +28,8 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 
 static void release_network(fsdp_engine *e)
 {
+    fsdp_mem_pool_drain(&e->mem);
+    e->mem.pool = NULL;
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat_free(e, &e->groups[g].train);
         fsdp_flat_free(e, &e->groups[g].frozen);
@@ -291,6 +293,21 @@ static fsdp_status install_wrappers(fsdp_engine *e, network *net)
     return FSDP_OK;
 }
 
+/* Host buffers reused across steps: up to the two largest gathered groups'
+ * worth, which a step holds at once anyway (one group and its prefetch). */
+static void set_pool(fsdp_engine *e)
+{
+    size_t a = 0, b = 0;
+    if (e->mem.device || e->strategy != FSDP_SHARD_FULL) return;
+    for (int k = 0; k < e->ngroups; ++k) {
+        size_t n = (e->groups[k].train.nfull + e->groups[k].frozen.nfull) * sizeof(float);
+        if (n > a) { b = a; a = n; }
+        else if (n > b) b = n;
+    }
+    e->pool.limit_bytes = a + b;
+    e->mem.pool = &e->pool;
+}
+
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 {
     if (e->net)
@@ -322,6 +339,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
     drop_deltas(e, net);
     FSDP_TRY(install_wrappers(e, net));
+    set_pool(e);
     if (e->resume) FSDP_TRY(fsdp_ckpt_read(e, net));
     malloc_trim(0);
     if (e->be->rank == 0) {

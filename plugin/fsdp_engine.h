@@ -69,6 +69,7 @@ typedef struct fsdp_engine {
     fsdp_backend *be;        /* host collectives: setup, checks, losses */
     fsdp_backend *dbe;       /* collectives on parameter buffers: be, or NCCL / staged on GPU runs */
     fsdp_mem_ctx mem;        /* where parameter buffers live */
+    fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
     fsdp_cfg cfg;            /* keys of the cfg being parsed */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;

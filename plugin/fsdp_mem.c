@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_mem.h"
@@ -18,9 +19,29 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
         return p;
     }
 #endif
+    fsdp_mem_pool *pool = m->pool;
+    for (int i = 0; pool && i < FSDP_POOL_SLOTS; ++i) {
+        /* A close fit only: a big block must not serve a small request. */
+        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] > bytes + bytes / 4) continue;
+        float *p = pool->p[i];
+        pool->bytes -= pool->cap[i];
+        pool->p[i] = NULL;
+        if (zero) memset(p, 0, bytes);
+        return p;
+    }
     float *p = zero ? calloc(1, bytes) : malloc(bytes);
     if (!p) fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats", n);
     return p;
+}
+
+void fsdp_mem_pool_drain(const fsdp_mem_ctx *m)
+{
+    fsdp_mem_pool *pool = m->pool;
+    for (int i = 0; pool && i < FSDP_POOL_SLOTS; ++i) {
+        free(pool->p[i]);
+        pool->p[i] = NULL;
+    }
+    if (pool) pool->bytes = 0;
 }
 
 void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
@@ -32,6 +53,15 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
         return;
     }
 #endif
+    fsdp_mem_pool *pool = m->pool;
+    size_t cap = malloc_usable_size(p);
+    for (int i = 0; pool && pool->bytes + cap <= pool->limit_bytes && i < FSDP_POOL_SLOTS; ++i) {
+        if (pool->p[i]) continue;
+        pool->p[i] = p;
+        pool->cap[i] = cap;
+        pool->bytes += cap;
+        return;
+    }
     free(p);
 }
 

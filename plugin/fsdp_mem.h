@@ -9,7 +9,23 @@
 #include <stddef.h>
 #include "fsdp.h"
 
-typedef struct fsdp_mem_ctx { int device; } fsdp_mem_ctx;
+/* Host buffers freed recently, kept for reuse: a gathered group's buffer is
+ * allocated and freed every step, and fresh pages cost a fault and a zeroing
+ * each.  Bounded by limit_bytes (0: no pool). */
+#define FSDP_POOL_SLOTS 4
+typedef struct fsdp_mem_pool {
+    float *p[FSDP_POOL_SLOTS];
+    size_t cap[FSDP_POOL_SLOTS];
+    size_t bytes, limit_bytes;
+} fsdp_mem_pool;
+
+typedef struct fsdp_mem_ctx {
+    int device;
+    fsdp_mem_pool *pool;
+} fsdp_mem_ctx;
+
+/* Frees what the pool holds. */
+void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);
 
 /* n floats; zeroed if zero.  NULL (with a message) when out of memory. */
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero);

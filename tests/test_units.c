@@ -8,6 +8,7 @@
 #include "fsdp_engine.h"
 #include "fsdp_flat.h"
 #include "fsdp_groups.h"
+#include "fsdp_mem.h"
 #include "fsdp_optim.h"
 #include "connected_layer.h"
 #include "parser.h"
@@ -268,4 +269,29 @@ Test(optim, no_gradient_still_decays_and_keeps_momentum)
     /* u = 0.5 - 0.01*10*1 = 0.4; w = 1 + 0.01*0.4; m = 0.36 */
     cr_assert_float_eq(w, 1.004f, 1e-6);
     cr_assert_float_eq(m, 0.36f, 1e-6);
+}
+
+/* ---- the host buffer pool ---------------------------------------------- */
+
+Test(mem, pool_reuses_close_fits_within_its_limit)
+{
+    fsdp_mem_pool pool = { .limit_bytes = 3000 * sizeof(float) };
+    fsdp_mem_ctx m = { .device = 0, .pool = &pool };
+    float *a = fsdp_mem_alloc(&m, 1000, 0);
+    for (int i = 0; i < 1000; ++i) a[i] = 7.f;
+    fsdp_mem_free(&m, a);
+    cr_assert_gt(pool.bytes, 0, "a freed buffer is kept");
+    float *b = fsdp_mem_alloc(&m, 1000, 1);
+    cr_assert_eq(b, a, "and served again for the same size");
+    for (int i = 0; i < 1000; ++i) cr_assert_float_eq(b[i], 0.f, 0, "zeroed when asked");
+    cr_assert_eq(pool.bytes, 0);
+    fsdp_mem_free(&m, b);
+    float *small = fsdp_mem_alloc(&m, 10, 0);
+    cr_assert_neq(small, b, "a big block does not serve a small request");
+    float *big = fsdp_mem_alloc(&m, 5000, 0);
+    fsdp_mem_free(&m, big);
+    cr_assert_leq(pool.bytes, pool.limit_bytes, "the pool stays within its limit");
+    fsdp_mem_free(&m, small);
+    fsdp_mem_pool_drain(&m);
+    cr_assert_eq(pool.bytes, 0);
 }
