@@ -67,14 +67,25 @@ static void free_darknet_arrays(const fsdp_engine *e, fsdp_flat *f)
     }
 }
 
-static float *alloc_from(const fsdp_engine *e, const float *host, size_t n)
+/* *out = a zeroed buffer of n floats holding [lo, lo + n) of the flat,
+ * copied piece by piece from the tensors' host arrays (padding stays 0). */
+static fsdp_status fill_from_tensors(const fsdp_engine *e, const fsdp_flat *f, float **out, size_t lo, size_t n)
 {
-    float *p = fsdp_mem_alloc(&e->mem, n, 0);
-    if (p && fsdp_mem_from_host(&e->mem, p, host, n) != FSDP_OK) {
-        fsdp_mem_free(&e->mem, p);
-        p = NULL;
+    float *p = fsdp_mem_alloc(&e->mem, n, 1);
+    if (!p) return FSDP_ERR_NOMEM;
+    for (int k = 0; k < f->nt; ++k) {
+        size_t a = f->off[k], b = f->off[k] + f->t[k].count;
+        if (a < lo) a = lo;
+        if (b > lo + n) b = lo + n;
+        if (a >= b) continue;
+        fsdp_status s = fsdp_mem_from_host(&e->mem, p + (a - lo), *f->t[k].data + (a - f->off[k]), b - a);
+        if (s != FSDP_OK) {
+            fsdp_mem_free(&e->mem, p);
+            return s;
+        }
     }
-    return p;
+    *out = p;
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, int nt, int sharded,
@@ -98,32 +109,27 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
     int whole = !sharded && state && e->strategy == FSDP_SHARD_NONE;
     f->nfull = (sharded || state) && !whole ? f->shard * (size_t)world : f->count;
 
-    /* Packed from Darknet's host arrays (the values it initialised or loaded),
-     * and rank 0's taken by all: ranks may have initialised differently. */
-    float *host = calloc(f->nfull + 1, sizeof(float));
-    if (!host) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory: %zu floats for a group", f->nfull);
-    for (int k = 0; k < nt; ++k) memcpy(host + f->off[k], *t[k].data, t[k].count * sizeof(float));
-    fsdp_status s = e->be->broadcast(e->be, host, f->nfull * sizeof(float), 0);
-    e->bytes_bcast += f->nfull * sizeof(float);
-    if (s != FSDP_OK) { free(host); return s; }
-    free_darknet_arrays(e, f);
-
+    /* Rank 0's values for every rank (ranks may have initialised differently),
+     * broadcast in Darknet's own host arrays: no second copy of the model. */
+    for (int k = 0; k < nt; ++k) {
+        FSDP_TRY(e->be->broadcast(e->be, *t[k].data, t[k].count * sizeof(float), 0));
+        e->bytes_bcast += t[k].count * sizeof(float);
+    }
     f->whole = whole;
     if (state && !sharded) {
         /* A replica; this rank updates all of it (`none`) or its own part of
          * it in place (grad_op), then all-gathers in place. */
         f->own_count = whole ? f->count : f->shard;
-        f->full = alloc_from(e, host, f->nfull);
-        f->own = f->full ? f->full + (whole ? 0 : (size_t)rank * f->shard) : NULL;
+        FSDP_TRY(fill_from_tensors(e, f, &f->full, 0, f->nfull));
+        f->own = f->full + (whole ? 0 : (size_t)rank * f->shard);
         f->own_in_full = 1;
     } else if (sharded) {
         f->own_count = f->shard;
-        f->own = alloc_from(e, host + (size_t)rank * f->shard, f->shard);
+        FSDP_TRY(fill_from_tensors(e, f, &f->own, (size_t)rank * f->shard, f->shard));
     } else {
-        f->full = alloc_from(e, host, f->count);                  /* replicated frozen parameters */
+        FSDP_TRY(fill_from_tensors(e, f, &f->full, 0, f->count));   /* replicated frozen parameters */
     }
-    free(host);
-    if ((!f->own && (sharded || state)) || (!f->full && !sharded)) return FSDP_ERR_NOMEM;
+    free_darknet_arrays(e, f);
     if (f->full) point(e, f, f->full);
 
     int adam = e->net && e->net->adam;
