@@ -11,7 +11,6 @@ variants="$*"
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
 CFG=$S/cfg/tests/$name.cfg
-steps=$(sed -n 's/^max_batches=//p' "$CFG")
 b=4 sd=1
 # Per-group parameter counts worked out by hand in each cfg's comments:
 # NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_NEEDS_BACKWARD
@@ -20,8 +19,11 @@ case $name in
   residual) groups=("(root)=1008,0,1,0" "stem=112,0,1,0" "res=0,0,1,0" "res.a=148,0,1,0" "res.b=20,0,1,0") ;;
   rnn) groups=("(root)=21,0,1,0" "recurrent=4698,0,1,0") ;;
   layers) groups=("(root)=15,0,1,0" "up=39,0,1,0" "rec=10476,0,1,0") ;;
+  auto) CFG=$S/cfg/tests/tiny.cfg  # tiny with shard_auto_group=500: layer 3 (2435) is auto0, 4-5 auto1
+        groups=("(root)=0,0,1,0" "body=475,0,1,0" "auto0=2435,0,1,0" "auto1=18,0,1,0") ;;
   *) echo "no group table for $name"; exit 2 ;;
 esac
+steps=$(sed -n 's/^max_batches=//p' "$CFG")
 
 # variant_cfg OUT BATCH [STRATEGY]: the cfg with batch, optimizer and strategy set.
 variant_cfg() {
@@ -31,6 +33,7 @@ variant_cfg() {
   case " $variants " in *" subdiv2 "*) sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((batch * 2))/" "$out" ;; esac
   case " $variants " in *" prefetch "*) sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$out" ;; esac
   case " $variants " in *" keep "*) sed -i 's/^\[net\]$/[net]\nreshard_after_forward=0/' "$out" ;; esac
+  [ "$name" = auto ] && sed -i 's/^\[net\]$/[net]\nshard_auto_group=500/' "$out"
   [ -n "$strategy" ] && sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$out"
   return 0
 }
@@ -40,22 +43,22 @@ case " $variants " in *" keep "*) reshard=0 ;; esac
 
 ref_cfg=$WORK/ref.cfg
 variant_cfg "$ref_cfg" $((b * np))
-cp "$ref_cfg" "$WORK/$name.cfg"
+cp "$ref_cfg" "$WORK/$(basename "$CFG")"
 case " $variants " in
   *" adam "*)
     # Stock Darknet has no Adam on the CPU: the reference is the plugin's own world of one.
-    train "$WORK/ref.w" "$D/data.data" "$WORK/$name.cfg" -plugin "$PLUGIN" -seed 5 ;;
+    train "$WORK/ref.w" "$D/data.data" "$WORK/$(basename "$CFG")" -plugin "$PLUGIN" -seed 5 ;;
   *)
-    train "$WORK/ref.w" "$D/data.data" "$WORK/$name.cfg" -seed 5
+    train "$WORK/ref.w" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5
     if [ "$np" = 1 ]; then
-      train "$WORK/p1.w" "$D/data.data" "$WORK/$name.cfg" -plugin "$PLUGIN" -seed 5
+      train "$WORK/p1.w" "$D/data.data" "$WORK/$(basename "$CFG")" -plugin "$PLUGIN" -seed 5
       check "world 1 with the plugin equals stock Darknet" "$WDIFF" "$WORK/ref.w" "$WORK/p1.w" --tol 1e-5
     fi ;;
 esac
 
 for strategy in full grad_op none; do
-  variant_cfg "$WORK/$name.cfg" "$b" "$strategy"
-  if ! train_np "$WORK/$strategy.w" "$np" "$D/data.data" "$WORK/$name.cfg" -seed 5 -fsdp-stats "$WORK/$strategy.json"; then
+  variant_cfg "$WORK/$(basename "$CFG")" "$b" "$strategy"
+  if ! train_np "$WORK/$strategy.w" "$np" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5 -fsdp-stats "$WORK/$strategy.json"; then
     fail "$np ranks, shard=$strategy ran"
     continue
   fi

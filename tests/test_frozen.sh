@@ -3,12 +3,14 @@
 # N ranks against one process with an N-times batch; frozen floats
 # bit-identical to the start; stats: no reduce-scatter and no backward gather
 # for groups that need no backward.
-# usage: test_frozen.sh CASE NP [STEPS] [prefetch]
+# usage: test_frozen.sh CASE NP [STEPS] [prefetch] [grad_op|none]
 . "$(dirname "$0")/lib.sh"
-case_name=$1 np=$2 steps=${3:-3} prefetch=${4:-}
+case_name=$1 np=$2 steps=${3:-3}
+opts=" ${*:4} "
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
 b=4 sd=1 strategy=full
+case $opts in *" grad_op "*) strategy=grad_op ;; *" none "*) strategy=none ;; esac
 
 net() { # net BATCH EXTRA...: the [net] section
   local batch=$1; shift
@@ -90,7 +92,7 @@ make_cfg() { # make_cfg OUT BATCH
   body "$2" > "$1"
   if [ "$sd" = 2 ]; then sed -i "s/^subdivisions=1/subdivisions=2/; s/^batch=.*/batch=$(($2 * 2))/" "$1"; fi
   sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$1"
-  if [ "$prefetch" = prefetch ]; then sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$1"; fi
+  case $opts in *" prefetch "*) sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$1" ;; esac
 }
 
 # The starting point: weights from one stock step of the cfg without plugin keys.
