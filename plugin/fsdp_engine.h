@@ -95,7 +95,6 @@ typedef struct fsdp_engine {
     char *weights_file;      /* the weights file Darknet loaded, if any */
     char *stats_path;
     int stats_written;       /* at network_free, while the groups still exist */
-    int failed;
 } fsdp_engine;
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);
