@@ -45,7 +45,9 @@ struct fsdp_backend {
      * compute stream wait for it, and get a ticket; wait(ticket) makes the
      * compute stream wait.  Lets the engine gather the next group while the
      * current one computes, and reduce one group's gradients while earlier
-     * groups run backward.  Tickets are waited for in the order issued. */
+     * groups run backward.  Tickets come in issue order; waiting for one
+     * also waits for every one issued before it; a start beyond 16
+     * outstanding, or a wait for a ticket never issued, is refused. */
     fsdp_status (*all_gather_start)(fsdp_backend *b, const float *shard, float *full, size_t shard_count,
                                     int *ticket);
     fsdp_status (*reduce_scatter_start)(fsdp_backend *b, const float *full, float *shard,

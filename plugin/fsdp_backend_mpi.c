@@ -12,6 +12,7 @@
  * buffer; it passes through a staging buffer of world * k floats.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_backend.h"
@@ -24,7 +25,7 @@ typedef struct {
     MPI_Comm comm;
     size_t limit; /* most elements one MPI call carries */
     MPI_Request req[MPIB_TICKETS];
-    unsigned next;
+    uint64_t issued, waited;   /* tickets are issue counts, modulo 2^31 */
 } mpib_ctx;
 
 /* Bound on the staging buffer (floats, all ranks' slices together): chunking
@@ -183,20 +184,25 @@ static fsdp_status mpib_barrier(fsdp_backend *b)
 
 /* ---- started collectives: MPI's non-blocking ones, waited for later ---- */
 
+/* The same ticket contract as the NCCL backend: tickets are handed out in
+ * order, at most MPIB_TICKETS outstanding, and waiting for one also waits for
+ * every ticket issued before it.  Refused before anything is started, on
+ * every rank alike, so no rank is left inside a collective. */
 static fsdp_status mpib_ticket(fsdp_backend *b, MPI_Request **req, int *ticket)
 {
     mpib_ctx *c = b->ctx;
-    int t = (int)(c->next % MPIB_TICKETS);
-    if (c->req[t] != MPI_REQUEST_NULL)
-        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: more than %d collectives in flight",
-                         MPIB_TICKETS);
-    ++c->next;
-    *ticket = t;
-    *req = &c->req[t];
+    if (c->issued - c->waited >= MPIB_TICKETS)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: %d collectives started and not yet waited "
+                         "for; wait for the oldest before starting another", MPIB_TICKETS);
+    *req = &c->req[c->issued % MPIB_TICKETS];
+    **req = MPI_REQUEST_NULL;
+    *ticket = (int)(c->issued & INT_MAX);
+    c->issued++;
     return FSDP_OK;
 }
 
-/* Chunked, in-place and empty calls complete before returning: ticket -1. */
+/* Chunked, in-place and empty calls complete before returning (their
+ * ticket's request is null); the others run as MPI's non-blocking ones. */
 static fsdp_status mpib_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n,
                                          int *ticket)
 {
@@ -204,9 +210,9 @@ static fsdp_status mpib_all_gather_start(fsdp_backend *b, const float *shard, fl
     MPI_Request *req = NULL;
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
+    FSDP_TRY(mpib_ticket(b, &req, ticket));
     if (n == 0 || in_place || n > mpib_limit(b))
         return mpib_all_gather(b, shard, full, n);
-    FSDP_TRY(mpib_ticket(b, &req, ticket));
     mpiCheck(MPI_Iallgather(shard, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, mpib_comm(b), req));
     return FSDP_OK;
 }
@@ -218,9 +224,9 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full,
     MPI_Request *req = NULL;
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
+    FSDP_TRY(mpib_ticket(b, &req, ticket));
     if (n == 0 || in_place || n > mpib_limit(b))
         return mpib_reduce_scatter(b, full, shard, n);
-    FSDP_TRY(mpib_ticket(b, &req, ticket));
     mpiCheck(MPI_Ireduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b), req));
     return FSDP_OK;
 }
@@ -228,12 +234,21 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full,
 static fsdp_status mpib_wait(fsdp_backend *b, int ticket)
 {
     mpib_ctx *c = b->ctx;
-    if (ticket < 0)
-        return FSDP_OK;
-    if (ticket >= MPIB_TICKETS)
-        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: no collective has ticket %d", ticket);
-    mpiCheck(MPI_Wait(&c->req[ticket], MPI_STATUS_IGNORE));
-    return FSDP_OK;
+    if (ticket >= 0) {
+        uint64_t ahead = ((uint64_t)ticket - c->waited) & INT_MAX;
+        uint64_t behind = (c->waited - (uint64_t)ticket) & INT_MAX;
+        if (ahead < c->issued - c->waited) {
+            for (uint64_t k = c->waited; k <= c->waited + ahead; ++k)
+                mpiCheck(MPI_Wait(&c->req[k % MPIB_TICKETS], MPI_STATUS_IGNORE));
+            c->waited += ahead + 1;
+            return FSDP_OK;
+        }
+        if (behind > 0 && behind <= c->waited)
+            return FSDP_OK;   /* waited for already, with a later ticket */
+    }
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: wait for ticket %d, which was never issued "
+                     "(%llu started, %llu waited for)", ticket, (unsigned long long)c->issued,
+                     (unsigned long long)c->waited);
 }
 
 static void mpib_destroy(fsdp_backend *b)
