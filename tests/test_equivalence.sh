@@ -70,4 +70,13 @@ for strategy in full grad_op none; do
   check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
     [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
 done
+# Inference through the plugin (forward only: gather, free, no backward) scores
+# the trained weights as stock Darknet does.
+top1() { grep -o "top 1: [0-9.]*" "$1" | tail -1; }
+(cd "$D" && "$DN" classifier valid "$D/data.data" "$WORK/$(basename "$CFG")" "$WORK/full.w" > "$WORK/valid-stock.log" 2>&1)
+(cd "$D" && "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier valid "$D/data.data" "$WORK/$(basename "$CFG")" \
+  "$WORK/full.w" > "$WORK/valid-np.log" 2>&1)
+scores() { grep -o "^[0-9]*: top 1: [0-9.]*" "$1"; }
+check "classifier valid on $np ranks scores every image as stock Darknet (final $(top1 "$WORK/valid-np.log"))" \
+  [ "$(scores "$WORK/valid-stock.log" | wc -l)" -gt 10 -a "$(scores "$WORK/valid-np.log")" = "$(scores "$WORK/valid-stock.log")" ]
 finish
