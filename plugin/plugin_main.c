@@ -7,6 +7,7 @@
 #include "darknet_plugin.h"
 #include "fsdp_backend.h"
 #include "fsdp_engine.h"
+#include "fsdp_weights.h"
 #ifdef GPU
 #include <cuda_runtime.h>
 #endif
@@ -80,6 +81,8 @@ static int h_loaded(void *c, network *net, const char *f)
     if (e->net && net == e->net)
         return to_dn(fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s: loading weights into a network that is "
                                "already sharded is not supported", f));
+    fsdp_status s = fsdp_weights_check(net, f);
+    if (s != FSDP_OK) return to_dn(s);
     free(e->weights_file);
     e->weights_file = strdup(f);
     return DN_OK;

@@ -21,13 +21,16 @@ finish() { echo "$((CHECKS - FAILS)) passed, $FAILS failed"; [ "$FAILS" = 0 ]; }
 make_data() { "$S/tools/make-testdata" "$@" >/dev/null; }
 
 # train OUT_WEIGHTS DATA CFG [darknet args...] [WEIGHTS]: one process, no
-# plugin unless the args load one (flags may stand after the cfg).
+# plugin unless the args load one (flags may stand after the cfg).  Darknet's
+# stdout goes to OUT_WEIGHTS.log, its stderr to OUT_WEIGHTS.err: apart, since
+# a stderr line can land inside a buffered stdout line.
 # Runs in the data folder; copies the final weights to OUT_WEIGHTS.
 train() {
   local out=$1 data=$2 cfg=$3; shift 3
   local base; base=$(basename "$cfg" .cfg)
   (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
-   "$DN" classifier train "$data" "$cfg" "$@" > "$out.log" 2>&1) || { echo "darknet failed, log:"; tail -20 "$out.log"; return 1; }
+   "$DN" classifier train "$data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
+    || { echo "darknet failed, log:"; tail -20 "$out.log" "$out.err"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }
 
@@ -36,8 +39,8 @@ train_np() {
   local out=$1 np=$2 data=$3 cfg=$4; shift 4
   local base; base=$(basename "$cfg" .cfg)
   (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
-   "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$data" "$cfg" "$@" > "$out.log" 2>&1) \
-    || { echo "mpirun -np $np failed, log:"; tail -30 "$out.log"; return 1; }
+   "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
+    || { echo "mpirun -np $np failed, log:"; tail -30 "$out.log" "$out.err"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }
 

@@ -56,8 +56,21 @@ expect_error "crossing group spans" "cfg:$(line_of "$c" shard_group=other): laye
 expect_error "-fsdp-stats in a missing folder" "-fsdp-stats .*cannot write" 1 "$base" -fsdp-stats "$WORK/no/such/dir/s.json"
 expect_error "-fsdp-backend must be mpi or nccl" "-fsdp-backend tcp: expected mpi or nccl" 1 "$base" -fsdp-backend tcp
 
+# A weights file that ends inside a layer (truncated, or for another cfg) is
+# refused on every rank; one that ends between layers (a trunk) is fine.
+train "$WORK/good.w" "$D/data.data" "$base" -seed 2
+head -c 5000 "$WORK/good.w" > "$WORK/cut.w"
+expect_error "a weights file that ends inside a layer" "cut.w ends inside layer 3: it holds 1245 floats, 475 of them before that layer, which needs 2435" \
+  2 "$base" -fsdp-stats "$WORK/stats.json" "$WORK/cut.w"
+head -c 13 "$WORK/good.w" > "$WORK/tiny.w"
+expect_error "a weights file shorter than its header" "tiny.w: 13 bytes, shorter than a weights file's header" 1 "$base" -fsdp-stats "$WORK/stats.json" "$WORK/tiny.w"
+head -c $((20 + 4 * 475)) "$WORK/good.w" > "$WORK/trunk.w"
+(cd "$D" && rm -rf backup/* && "${MPIRUN[@]}" -np 2 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$base" -clear "$WORK/trunk.w" > "$WORK/trunk.log" 2>&1) && rc=0 || rc=$?
+check "a weights file that ends between layers (a trunk) loads (exit $rc)" [ "$rc" = 0 -a -s "$D/backup/tiny.weights" ]
+
 # Ranks given different cfgs (frozen flags differ): an error on every rank, not a hang.
 c1=$(with 's/^filters=6$/filters=6\nfrozen=1/')
+rm -rf "$D/backup"/*
 out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np 1 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$base" : \
       -np 1 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$c1" 2>&1) && rc=0 || rc=$?
 n=$(grep -c "the ranks were given different networks" <<< "$out" || true)

@@ -50,8 +50,8 @@ expect save_begin 1
 expect save_layer_before 5
 expect save_layer_after 5
 expect save_end 1
-check_not "a claimed key is not reported as unused" grep -q "counter_key" "$WORK/counted.w.log"
-check "an unclaimed unknown key still is" grep -q "Unused field" <(cd "$D" && "$DN" classifier train "$D/data.data" "$WORK/plain.cfg" -seed 11 2>&1)
+check_not "a claimed key is not reported as unused" grep -q "counter_key" "$WORK/counted.w.log" "$WORK/counted.w.err"
+check "an unclaimed unknown key still is" grep -q "Unused field" <(cd "$D" && "$DN" classifier train "$D/data.data" "$WORK/plain.cfg" -seed 11 2>&1 >/dev/null)
 
 # Loading a weights file calls weights_loaded; training on from it works.
 (cd "$D" && "$DN" -plugin "$B/tests/libplugin_counter.so" classifier train "$D/data.data" "$WORK/plain.cfg" "$WORK/stock.w" -seed 11 -clear >/dev/null 2>&1)
