@@ -61,6 +61,25 @@ def main():
     bad = []
     if st["world"] != a.world or st["strategy"] != a.strategy or st["steps"] != a.steps:
         bad.append("header: world %s strategy %s steps %s" % (st["world"], st["strategy"], st["steps"]))
+    # DESIGN.md's names and their meaning, whatever the numbers.
+    for k in ("world", "strategy", "steps", "groups", "bytes", "peak_rss_bytes"):
+        if k not in st:
+            bad.append("missing key %s" % k)
+    if st.get("peak_rss_bytes", 0) <= 0:
+        bad.append("peak_rss_bytes is %s" % st.get("peak_rss_bytes"))
+    seen_layers = []
+    for g in st["groups"]:
+        for k in ("name", "layers", "params", "frozen", "all_gather_bytes", "reduce_scatter_bytes",
+                  "backward_gathers"):
+            if k not in g:
+                bad.append("group %s: missing key %s" % (g.get("name"), k))
+        if g["params"] != g["trainable_params"] + g["frozen_params"]:
+            bad.append("group %s: params %s != trainable + frozen" % (g["name"], g["params"]))
+        if g["frozen"] != (g["params"] > 0 and g["trainable_params"] == 0):
+            bad.append("group %s: frozen is %s" % (g["name"], g["frozen"]))
+        seen_layers += g["layers"]
+    if sorted(seen_layers) != list(range(len(seen_layers))):
+        bad.append("groups' layers are not every layer exactly once: %s" % sorted(seen_layers))
     got = {g["name"]: g for g in st["groups"]}
     totals = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
     for spec in a.groups:
