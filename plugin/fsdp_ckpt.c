@@ -180,9 +180,5 @@ agree:
     if (f) fclose(f);
     free(path);
     free(host);
-    uint64_t lo, hi;
-    FSDP_TRY(e->be->min_max_u64(e->be, s != FSDP_OK, &lo, &hi));
-    if (hi && s == FSDP_OK)
-        s = fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: another rank could not load its checkpoint", e->be->rank);
-    return s;
+    return fsdp_engine_all_ok(e, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
 }

@@ -8,8 +8,6 @@
 #include "fsdp_kernels.h"
 #include "fsdp_optim.h"
 
-/* Darknet calls layer functions without a context; the frozen wrappers find
- * the engine here (one engine per process). */
 static fsdp_status finish_reduce(fsdp_engine *e);
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
@@ -58,7 +56,7 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
 #endif
     }
     fsdp_status s = finish_reduce(e);
-    if (e->stats_path && e->be->rank == 0 && !e->stats_written) {
+    if (s == FSDP_OK && e->stats_path && e->be->rank == 0 && !e->stats_written) {
         s = fsdp_write_stats(e, e->stats_path);
         e->stats_written = 1;
     }
@@ -105,16 +103,19 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     return h;
 }
 
+fsdp_status fsdp_engine_all_ok(fsdp_engine *e, fsdp_status local, fsdp_status others, const char *what)
+{
+    uint64_t lo, hi;
+    FSDP_TRY(e->be->min_max_u64(e->be, local != FSDP_OK, &lo, &hi));
+    if (!hi || local != FSDP_OK) return local;
+    return fsdp_fail(others, "rank %d: another rank %s (see above)", e->be->rank, what);
+}
+
 /* Every rank must stop together: one rank's cfg error stops all of them. */
 static fsdp_status agree(fsdp_engine *e, fsdp_status local, uint64_t hash)
 {
     uint64_t lo, hi;
-    FSDP_TRY(e->be->min_max_u64(e->be, local != FSDP_OK, &lo, &hi));
-    if (hi) {
-        if (local == FSDP_OK)
-            fsdp_fail(FSDP_ERR_CONFIG, "rank %d: another rank found an error in its cfg (see above)", e->be->rank);
-        return local != FSDP_OK ? local : FSDP_ERR_CONFIG;
-    }
+    FSDP_TRY(fsdp_engine_all_ok(e, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
     FSDP_TRY(e->be->min_max_u64(e->be, hash, &lo, &hi));
     if (lo != hi)
         return fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: the ranks were given different networks "
@@ -274,16 +275,12 @@ fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
 {
     if (net != e->net) return FSDP_OK;
     if (when == DN_BEFORE) {
-        /* Outer groups first: their span starts no later than their children's. */
-        for (int d = 0, more = 1; more; ++d) {
-            more = 0;
-            for (int k = 0; k < e->ngroups; ++k) {
-                fsdp_group *g = &e->groups[k];
-                if (g->info->depth > d) more = 1;
-                if (g->info->depth != d || g->info->span_first != i) continue;
-                FSDP_TRY(gather(e, g, &g->train, 0));
-                FSDP_TRY(gather(e, g, &g->frozen, 0));
-            }
+        /* Groups are numbered parent before child: outer groups gather first. */
+        for (int k = 0; k < e->ngroups; ++k) {
+            fsdp_group *g = &e->groups[k];
+            if (g->info->span_first != i) continue;
+            FSDP_TRY(gather(e, g, &g->train, 0));
+            FSDP_TRY(gather(e, g, &g->frozen, 0));
         }
         return e->prefetch ? prefetch_forward(e, i) : FSDP_OK;
     }
@@ -321,7 +318,7 @@ int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when)
     }
     if (i != g->bwd_lo) return DN_OK;
     if (last_micro_batch(e, net)) {
-        uint64_t rs, ar;
+        uint64_t rs = 0, ar = 0;
         s = finish_reduce(e);
         if (s == FSDP_OK) s = fsdp_flat_reduce(e, &g->train, &rs, &ar);
         if (g->train.rs_source) e->rs_inflight = &g->train;

@@ -100,6 +100,10 @@ typedef struct fsdp_engine {
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);
 void fsdp_engine_free(fsdp_engine *e);
 
+/* Collective: local on a rank that failed; on the others, `others` with
+ * "another rank <what>" when any rank failed; FSDP_OK when none did. */
+fsdp_status fsdp_engine_all_ok(fsdp_engine *e, fsdp_status local, fsdp_status others, const char *what);
+
 /* Hook bodies (plugin_main.c adapts them to dn_hooks). */
 int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, const char *key, const char *val);
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net);

@@ -19,7 +19,6 @@ static int new_group(fsdp_layout_plan *p, const char *name, int parent, int line
     memset(g, 0, sizeof *g);
     g->name = strdup(name);
     g->parent = parent;
-    g->depth = parent < 0 ? 0 : p->groups[parent].depth + 1;
     g->span_first = g->span_last = -1;
     g->line = line;
     return g->name ? p->ngroups++ : -1;

@@ -12,7 +12,6 @@
 typedef struct fsdp_group_info {
     char *name;            /* full dotted name; FSDP_ROOT_NAME for the root */
     int parent;            /* -1 for the root (group 0) */
-    int depth;
     int *layers;           /* direct layers, ascending */
     int nlayers;
     int span_first, span_last;   /* over the group and its descendants; -1 if empty */
@@ -20,7 +19,7 @@ typedef struct fsdp_group_info {
 } fsdp_group_info;
 
 typedef struct fsdp_layout_plan {
-    fsdp_group_info *groups;
+    fsdp_group_info *groups;   /* the root is 0; a parent always comes before its children */
     int ngroups;
     int *layer_group;        /* direct group of each layer */
     unsigned char *trainable; /* has parameters and is not frozen */

@@ -94,6 +94,9 @@ Test(plan, nested_groups_spans_and_backward)
     int a = p.layer_group[0], b = p.layer_group[2], h = p.layer_group[3];
     cr_assert_str_eq(p.groups[a].name, "trunk.a");
     cr_assert_str_eq(p.groups[p.groups[a].parent].name, "trunk");
+    for (int g = 1; g < p.ngroups; ++g)
+        cr_assert_lt(p.groups[g].parent, g, "group %s comes after its parent (outer groups gather first)",
+                     p.groups[g].name);
     cr_assert_eq(p.groups[p.groups[a].parent].span_first, 0);
     cr_assert_eq(p.groups[p.groups[a].parent].span_last, 2);
     cr_assert_eq(p.groups[b].span_first, 2);
