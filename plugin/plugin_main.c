@@ -121,23 +121,35 @@ static int under_launcher(void)
     return 0;
 }
 
+/* Index of flag `name` in argv, or 0 when absent. */
+static int find_flag(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; ++i)
+        if (!strcmp(argv[i], name)) return i;
+    return 0;
+}
+
+/* Removes argv[i .. i+n) and keeps argv NULL-terminated. */
+static void drop_args(int *argc, char **argv, int i, int n)
+{
+    for (int j = i; j + n <= *argc; ++j) argv[j] = argv[j + n];
+    *argc -= n;
+    argv[*argc] = NULL;
+}
+
 /* Removes "-name VALUE" from argv; returns VALUE, NULL if absent, or sets *bad. */
 static char *take_flag(int *argc, char **argv, const char *name, int *bad)
 {
-    for (int i = 1; i < *argc; ++i) {
-        if (strcmp(argv[i], name)) continue;
-        if (i + 1 >= *argc) {
-            fsdp_fail(FSDP_ERR_CONFIG, "%s needs a value", name);
-            *bad = 1;
-            return NULL;
-        }
-        char *v = argv[i + 1];
-        for (int j = i; j + 2 <= *argc; ++j) argv[j] = argv[j + 2];
-        *argc -= 2;
-        argv[*argc] = NULL;
-        return v;
+    int i = find_flag(*argc, argv, name);
+    if (!i) return NULL;
+    if (i + 1 >= *argc) {
+        fsdp_fail(FSDP_ERR_CONFIG, "%s needs a value", name);
+        *bad = 1;
+        return NULL;
     }
-    return NULL;
+    char *v = argv[i + 1];
+    drop_args(argc, argv, i, 2);
+    return v;
 }
 
 /* One GPU per rank on a node, by the rank's place on its node.  Ranks that
@@ -165,13 +177,9 @@ static int pick_device(const fsdp_backend *be)
 /* Removes a flag without a value from argv; returns whether it was there. */
 static int take_switch(int *argc, char **argv, const char *name)
 {
-    for (int i = 1; i < *argc; ++i) {
-        if (strcmp(argv[i], name)) continue;
-        for (int j = i; j + 1 <= *argc; ++j) argv[j] = argv[j + 1];
-        --*argc;
-        return 1;
-    }
-    return 0;
+    int i = find_flag(*argc, argv, name);
+    if (i) drop_args(argc, argv, i, 1);
+    return i != 0;
 }
 
 static fsdp_status make_backend(const char *want, fsdp_backend **be)
