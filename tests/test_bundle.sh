@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU bundle (tools/gpu-bundle make, run by tools/test before CTest):
+# what tools/gpu-check runs on a GPU machine whose system is not Debian 12.
+# Here, with the bundle's environment (its Open MPI relocated, its libraries
+# first on the path): every program finds its libraries, the bundle's own
+# mpirun and CPU engine train 2 ranks equal to 1 rank with twice the batch,
+# and its GPU tests are found and skip honestly without a GPU.  (A bare
+# Debian chroot without Open MPI was checked by hand: see the README.)
+. "$(dirname "$0")/lib.sh"
+BUNDLE=$S/deps/gpu-bundle
+if [ ! -f "$BUNDLE/bundle.txt" ]; then
+  echo "skipped: no deps/gpu-bundle (tools/gpu-bundle make; tools/test makes it)"
+  exit 77
+fi
+
+# A bundle that is not there is refused by name, with a non-zero exit.
+set +e
+msg=$("$S/tools/gpu-bundle" env "$WORK/none" 2>&1); rc=$?
+set -e
+check "env refuses a folder that is no bundle (exit $rc: $msg)" \
+  bash -c '[ "$1" != 0 ] && grep -q "none is not a bundle" <<< "$2"' _ "$rc" "$msg"
+
+eval "$("$S/tools/gpu-bundle" env "$BUNDLE" 2> "$WORK/env.err")"
+check "env finds the CUDA libraries ($(tr '\n' ' ' < "$WORK/env.err"))" \
+  test "$(grep -c ' from /' "$WORK/env.err")" = "$(grep -c . "$BUNDLE/cuda-libs.txt")"
+check "mpirun is the bundle's" test "$(command -v mpirun)" = "$BUNDLE/mpi/usr/bin/mpirun"
+missing=$(for f in "$BUNDLE"/build/* "$BUNDLE"/build-gpu/darknet "$BUNDLE"/build-gpu/*.so "$BUNDLE"/build-gpu/tests/*; do
+            ldd "$f" | sed -n "s|^\s*\(\S*\) => not found|${f#"$BUNDLE"/}: \1|p"; done)
+check "every program and plugin finds its libraries${missing:+: $missing}" test -z "$missing"
+check "the plugin loads the bundle's libmpi" bash -c 'ldd "$1" | grep -q "libmpi.so.40 => $2/"' _ "$BUNDLE/build/libdarknet_fsdp.so" "$BUNDLE/mpi"
+
+# The bundle's CPU engine under the bundle's mpirun (MPI_Init, the relocated
+# components, shared-memory transport) against one rank.
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 16
+sed 's/^batch=.*/batch=4/' "$S/cfg/tests/residual.cfg" > "$WORK/r4.cfg"
+sed 's/^batch=.*/batch=8/' "$S/cfg/tests/residual.cfg" > "$WORK/r8.cfg"
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+DN=$BUNDLE/build/darknet PLUGIN=$BUNDLE/build/libdarknet_fsdp.so WDIFF=$BUNDLE/build/fsdp_wdiff
+train_np "$WORK/np2.w" 2 "$D/data.data" "$WORK/r4.cfg" -seed 5
+train "$WORK/np1.w" "$D/data.data" "$WORK/r8.cfg" -plugin "$PLUGIN" -seed 5
+check "the bundle: 2 ranks under its mpirun equal 1 rank with batch 8" \
+  "$WDIFF" "$WORK/np1.w" "$WORK/np2.w" --tol 1e-4
+
+# Its GPU tests: the four of tests/gpu.cmake, moved to the bundle's paths.
+"$S/tools/gpu-bundle" tests "$BUNDLE" > "$WORK/tests.out" 2>&1 || true
+tail -5 "$WORK/tests.out"
+for t in kernels_gpu collectives_gpu_np1 collectives_gpu_np2 gpu_engine; do
+  if nvidia-smi -L > /dev/null 2>&1; then want=Passed; else want=Skipped; fi
+  check "gpu test $t: $want" grep -q "Test #[0-9]*: $t \.\.\. $want" "$WORK/tests.out"
+done
+finish
