@@ -6,7 +6,10 @@ add_library(fsdp_core STATIC ${FSDP_SOURCES})
 target_include_directories(fsdp_core PUBLIC "${CMAKE_SOURCE_DIR}/plugin"
     "${DARKNET_SRC}/include" "${DARKNET_SRC}/src")
 target_compile_options(fsdp_core PRIVATE
-    $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -Wno-unused-parameter>)
+    $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -Wno-unused-parameter
+      # Errors: each of these was once a real bug that stayed a warning.
+      -Werror=int-conversion -Werror=incompatible-pointer-types
+      -Werror=implicit-function-declaration -Werror=return-type>)
 target_compile_definitions(fsdp_core PRIVATE _GNU_SOURCE)
 target_link_libraries(fsdp_core PUBLIC MPI::MPI_C m)
 get_target_property(_dn_defs darknet_lib INTERFACE_COMPILE_DEFINITIONS)

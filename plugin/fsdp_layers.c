@@ -2,13 +2,16 @@
 #include "fsdp_layers.h"
 
 /* ADD(owner, weights, weight_updates, ...): the host arrays and, in GPU
- * builds, their *_gpu twins. */
+ * builds, their *_gpu twins.  Designated initializers: the GPU fields sit in
+ * the middle of the struct. */
 #ifdef GPU
-#define ADD(o, d, g, count, is_weight) \
-    add(out, n, (fsdp_tensor){ o, &o->d, &o->g, count, is_weight, index, &o->d##_gpu, &o->g##_gpu })
+#define ADD_GPU(o, d, g) , .data_gpu = &(o)->d##_gpu, .grad_gpu = &(o)->g##_gpu
 #else
-#define ADD(o, d, g, count, is_weight) add(out, n, (fsdp_tensor){ o, &o->d, &o->g, count, is_weight, index })
+#define ADD_GPU(o, d, g)
 #endif
+#define ADD(o, d, g, cnt, w) \
+    add(out, n, (fsdp_tensor){ .owner = (o), .data = &(o)->d, .grad = &(o)->g, .count = (cnt), \
+                               .is_weight = (w), .layer = index ADD_GPU(o, d, g) })
 
 static int add(fsdp_tensor *out, int n, fsdp_tensor t)
 {

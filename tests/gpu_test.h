@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <cuda_runtime.h>
 
 /* A failed CUDA call ends the program (under mpirun, the job: mpirun stops
@@ -20,13 +21,22 @@ static inline void cuda_must(cudaError_t e, const char *what)
 #define GPU_TEST_SKIP 77
 
 /* How many GPUs the CUDA runtime sees; with none, 0 after printing (if
- * `say`) "skipped: no GPU" and why. */
+ * `say`) "skipped: no GPU" and why.  Only a machine without a GPU skips: no
+ * device, or no driver and no NVIDIA device node.  A GPU the runtime cannot
+ * use (a driver too old, a sandbox refusing it) is a failure, not a skip. */
 static inline int gpu_count(int say)
 {
     int gpus = 0;
     cudaError_t e = cudaGetDeviceCount(&gpus);
     if (e == cudaSuccess && gpus > 0)
         return gpus;
+    int absent = e == cudaSuccess || e == cudaErrorNoDevice ||
+                 (e == cudaErrorInsufficientDriver && access("/dev/nvidiactl", F_OK) != 0);
+    if (!absent) {
+        fprintf(stderr, "a GPU is there but CUDA cannot use it (cudaGetDeviceCount: %s)\n",
+                cudaGetErrorString(e));
+        exit(3);
+    }
     if (say)
         printf("skipped: no GPU (cudaGetDeviceCount: %s)\n",
                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");

@@ -30,7 +30,7 @@ train() {
   local base; base=$(basename "$cfg" .cfg)
   (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
    "$DN" classifier train "$data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
-    || { echo "darknet failed, log:"; tail -20 "$out.log" "$out.err"; return 1; }
+    || { echo "darknet failed, log:"; tail -n 20 "$out.log" "$out.err"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }
 
@@ -40,8 +40,25 @@ train_np() {
   local base; base=$(basename "$cfg" .cfg)
   (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
    "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
-    || { echo "mpirun -np $np failed, log:"; tail -30 "$out.log" "$out.err"; return 1; }
+    || { echo "mpirun -np $np failed, log:"; tail -n 30 "$out.log" "$out.err"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
+}
+
+# test_cfg NAME BATCH [KEY=VALUE...]: cfg/tests/NAME.cfg with another batch
+# and keys added to [net], as $WORK/NAME-BATCH.cfg; prints its path.
+test_cfg() {
+  local name=$1 batch=$2 out=$WORK/$1-$2.cfg k; shift 2
+  sed "s/^batch=.*/batch=$batch/" "$S/cfg/tests/$name.cfg" > "$out"
+  for k in "$@"; do sed -i "s/^\[net\]$/[net]\n$k/" "$out"; done
+  echo "$out"
+}
+
+# probe_cfg CFG: tiny.cfg made a linear probe in place: its body group split
+# into trunk.a and trunk.b, both frozen (475 floats), under the trained head.
+probe_cfg() {
+  sed -i '0,/^shard_group=body$/s//shard_group=trunk.a\nfrozen=1/' "$1"
+  sed -i 's/^shard_group=body$/shard_group=trunk.b/' "$1"
+  sed -i '0,/^filters=6$/s//filters=6\nfrozen=1/' "$1"
 }
 
 # count NAME FILE: a value from a "name value" file.
