@@ -313,8 +313,6 @@ void fsdp_flat_save_end(fsdp_engine *e, fsdp_flat *f)
             *f->t[k].grad = NULL;
         }
         fsdp_mem_free(&e->mem, f->save_grad);
-    fsdp_mem_free(&e->mem, f->pending);
-    fsdp_mem_free(&e->mem, f->rs_source);
         f->save_grad = NULL;
     }
 }
