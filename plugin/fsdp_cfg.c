@@ -126,6 +126,7 @@ static int layer_option(fsdp_cfg *c, const char *file, int line, int layer, cons
     if (!l) return error(c, file, line, "out of memory reading %s%s", key, "");
     if (is_frozen) {
         if (!parse_bool(val, &l->frozen)) return error(c, file, line, "frozen=%s: expected 0 or 1%s", val, "");
+        l->frozen_line = line;
         return 1;
     }
     if (!fsdp_group_name_valid(val))

@@ -11,6 +11,7 @@ const char *fsdp_strategy_str(fsdp_strategy s);
 
 typedef struct fsdp_layer_cfg {
     int frozen;
+    int frozen_line;  /* where frozen was given, for errors */
     char *group;      /* NULL: the root group */
     int group_line;   /* where shard_group was given, for errors */
 } fsdp_layer_cfg;

@@ -21,6 +21,10 @@ static void frozen_forward(layer l, network net)
  * no batch norm and no gradient buffers (NULL: skipped, see patches/0007). */
 static void frozen_backward(layer l, network net)
 {
+    /* Forward was the identity (no dropout outside training), and dropout
+     * shares its input's delta: backward is nothing.  Darknet's own would
+     * apply the mask of an earlier training forward. */
+    if (l.type == DROPOUT) return;
     if (l.batch_normalize || l.type == BATCHNORM) {
         int spatial = l.out_w * l.out_h, channels = l.out_c;
         if (l.type != BATCHNORM) gradient_array(l.output, l.outputs * l.batch, l.activation, l.delta);
@@ -49,6 +53,7 @@ static void frozen_forward_gpu(layer l, network net)
 
 static void frozen_backward_gpu(layer l, network net)
 {
+    if (l.type == DROPOUT) return;   /* as in frozen_backward */
     if (l.batch_normalize || l.type == BATCHNORM) {
         if (l.type != BATCHNORM) gradient_array_gpu(l.output_gpu, l.outputs * l.batch, l.activation, l.delta_gpu);
         fsdp_bn_inference_delta_gpu(l.delta_gpu, l.scales_gpu, l.rolling_variance_gpu, l.batch, l.out_c,
@@ -77,6 +82,9 @@ void fsdp_frozen_drop_deltas(fsdp_engine *e, network *net)
     for (int i = 0; i < n; ++i) {
         layer *l = &net->layers[i];
         if (e->plan.need_bwd[i] || fsdp_layer_writes_delta_in_forward(l)) keep[i] = 1;
+        /* A standalone batch norm copies its delta into its input's
+         * unchecked: a trainable one on a frozen prefix needs that buffer. */
+        if (l->type == BATCHNORM && e->plan.need_bwd[i] && i > 0) keep[i - 1] = 1;
         if ((l->type == ROUTE || l->type == SHORTCUT) && e->plan.need_bwd[i]) {
             int in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
             for (int j = 0; j < k; ++j) if (in[j] >= 0) keep[in[j]] = 1;

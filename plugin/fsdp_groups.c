@@ -126,6 +126,27 @@ static void backward_analysis(fsdp_layout_plan *p, network *net)
     }
 }
 
+/* A frozen layer with trainable layers below it passes gradients back with
+ * its gradient buffers gone (NULL).  Darknet's convolutional and connected
+ * layers skip those (patches 0007, 0013), batch norm is the plugin's own
+ * (fsdp_frozen.c); deconvolutional and local layers would write through
+ * NULL.  Refused rather than patched: no probe freezes those above a trained
+ * layer. */
+static fsdp_status check_frozen_backward(const fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net)
+{
+    for (int i = 0; i < p->nlayers; ++i) {
+        LAYER_TYPE t = net->layers[i].type;
+        if (!p->frozen[i] || !p->need_bwd[i] || (t != DECONVOLUTIONAL && t != LOCAL)) continue;
+        return fsdp_fail(FSDP_ERR_CONFIG,
+                         "%s:%d: layer %d (%s) is frozen but has trainable layers below it, so it "
+                         "must pass gradients back: darknet-fsdp does that for frozen convolutional, "
+                         "connected and batch-norm layers only; unfreeze it or freeze the layers below",
+                         cfg->file ? cfg->file : "cfg", cfg->layers[i].frozen_line, i,
+                         t == LOCAL ? "local" : "deconvolutional");
+    }
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net)
 {
     memset(p, 0, sizeof *p);
@@ -152,7 +173,7 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
     FSDP_TRY(assign_groups(p, cfg));
     FSDP_TRY(check_nesting(p, cfg));
     backward_analysis(p, net);
-    return FSDP_OK;
+    return check_frozen_backward(p, cfg, net);
 }
 
 void fsdp_plan_free(fsdp_layout_plan *p)

@@ -1,7 +1,7 @@
 # Frozen layers and nested frozen groups (issue: the linear-probe workflow).
 # Each case runs world 1 (against its starting weights, and for `nested`
 # against stock Darknet) and NP ranks against world 1 with an NP-times batch.
-foreach(case nested one_group root_trunk between mixed all_frozen batchnorm batchnorm_between subdiv2 stopbackward)
+foreach(case nested one_group root_trunk between mixed all_frozen batchnorm batchnorm_between subdiv2 stopbackward dropout_between)
   foreach(np 2 3)
     fsdp_script_test(frozen_${case}_np${np} test_frozen.sh ${case} ${np})
   endforeach()

@@ -53,6 +53,11 @@ expect_error "frozen in [net]" "cfg:$(line_of "$c" frozen=1): frozen is a layer 
 # Crossing spans: layer 3 in group body2 sits between body's layers 0-2 and 4.
 c=$(with 's/^output=5$/output=5\nshard_group=other/; s/^output=3$/output=3\nshard_group=body/')
 expect_error "crossing group spans" "cfg:$(line_of "$c" shard_group=other): layer 3 \(group other\) lies inside the span of group body \(layers 0-4\)" 2 "$c"
+# A frozen deconvolutional layer above a trained one would pass gradients back
+# through NULL gradient buffers: refused, naming the frozen=1 line.
+h=$(( $(line_of "$base" "filters=6") - 2 ))
+c=$(with "${h}s/.*/[deconvolutional]/; s/^filters=6$/filters=6\nfrozen=1/")
+expect_error "frozen deconvolutional above a trained layer" "cfg:$(line_of "$c" frozen=1): layer 2 \(deconvolutional\) is frozen but has trainable layers below it" 2 "$c"
 expect_error "-fsdp-stats in a missing folder" "-fsdp-stats .*cannot write" 1 "$base" -fsdp-stats "$WORK/no/such/dir/s.json"
 expect_error "-fsdp-backend must be mpi or nccl" "-fsdp-backend tcp: expected mpi or nccl" 1 "$base" -fsdp-backend tcp
 

@@ -23,6 +23,7 @@ conv() { # conv FILTERS SIZE KEYS...
   printf '%s\n' "$@"
 }
 pool() { printf '\n[maxpool]\nsize=2\nstride=2\n'; printf '%s\n' "$@"; }
+drop() { printf '\n[dropout]\nprobability=.5\n'; printf '%s\n' "$@"; }
 fc() { local o=$1; shift; printf '\n[connected]\noutput=%s\nactivation=linear\n' "$o"; printf '%s\n' "$@"; }
 soft() { printf '\n[softmax]\n'; }
 
@@ -32,7 +33,7 @@ soft() { printf '\n[softmax]\n'; }
 # extra reference (stock_lr0: the cfg with frozen=1 -> learning_rate=0).
 # Float counts: conv 3x3 c->f: f (biases) + 9*c*f; with batch norm 3 more f
 # (scales, rolling mean and variance); connected i->o: o + i*o.
-stock_lr0=0
+stock_lr0=0 stock_nodrop=0
 case $case_name in
   nested) # root -> trunk -> {block1, block2}, head: the linear probe
     body() { net "$1"; conv 4 3 frozen=1 shard_group=trunk.block1; pool shard_group=trunk.block1
@@ -85,6 +86,12 @@ case $case_name in
              fc 3 shard_group=head; soft; }
     lo=0 hi=$((297 + 6 + 320 * 6))
     groups=("(root)=0,0,1,0" "trunk=0,0,0,0" "trunk.block1=0,112,0,0" "trunk.block2=0,185,0,0" "head=$((6 + 1920 + 21)),0,1,0") ;;
+  dropout_between) # a frozen dropout between trainable layers: the identity, both ways
+    body() { net "$1"; conv 4 3 shard_group=first; pool shard_group=first; drop frozen=1
+             conv 5 3 shard_group=head; fc 3 shard_group=head; soft; }
+    lo=0 hi=0
+    groups=("(root)=0,0,1,0" "first=112,0,1,0" "head=$((185 + 963)),0,1,0")
+    stock_nodrop=1 ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 
@@ -114,6 +121,14 @@ if [ "$stock_lr0" = 1 ]; then
   sed 's/^frozen=1$/learning_rate=0/; /^shard/d' "$WORK/probe.cfg" > "$WORK/stock.cfg"
   train "$WORK/stock.w" "$D/data.data" "$WORK/stock.cfg" -seed 9 -clear "$WORK/init.w"
   check "world 1 equals stock Darknet with learning_rate=0 on the trunk" "$WDIFF" "$WORK/stock.w" "$WORK/ref.w" --tol 1e-5
+fi
+
+if [ "$stock_nodrop" = 1 ]; then
+  # Stock Darknet without the dropout layer (no parameters, and no random
+  # draws when it is the identity) trains the same weights.
+  awk '/^\[/ { skip = ($0 == "[dropout]") } !skip' "$WORK/probe.cfg" | sed '/^frozen=\|^shard/d' > "$WORK/stock.cfg"
+  train "$WORK/stock.w" "$D/data.data" "$WORK/stock.cfg" -seed 9 -clear "$WORK/init.w"
+  check "world 1 equals stock Darknet without the frozen dropout layer" "$WDIFF" "$WORK/stock.w" "$WORK/ref.w" --tol 1e-5
 fi
 
 make_cfg "$WORK/probe.cfg" "$b"
