@@ -1,4 +1,5 @@
 #include <malloc.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_mem.h"
@@ -32,6 +33,21 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
     float *p = zero ? calloc(1, bytes) : malloc(bytes);
     if (!p) fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats", n);
     return p;
+}
+
+fsdp_status fsdp_mem_keep_freed(const fsdp_mem_ctx *m, int device)
+{
+#ifdef GPU
+    if (m->device) {
+        cudaMemPool_t pool;
+        uint64_t keep = UINT64_MAX;
+        cudaCheck(cudaDeviceGetDefaultMemPool(&pool, device));
+        cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+#endif
+    (void)m;
+    (void)device;
+    return FSDP_OK;
 }
 
 void fsdp_mem_pool_drain(const fsdp_mem_ctx *m)

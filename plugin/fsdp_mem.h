@@ -24,6 +24,12 @@ typedef struct fsdp_mem_ctx {
     fsdp_mem_pool *pool;
 } fsdp_mem_ctx;
 
+/* Device runs: keep memory freed to the device's default pool for reuse
+ * instead of handing it back to the driver at every synchronization (the
+ * pool's default): a gathered group's buffer is freed and allocated again
+ * every step.  Nothing on the host. */
+fsdp_status fsdp_mem_keep_freed(const fsdp_mem_ctx *m, int device);
+
 /* Frees what the pool holds. */
 void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);
 

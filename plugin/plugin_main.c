@@ -98,15 +98,15 @@ static void h_finish(void *c, int status)
         s = fsdp_write_stats(e, e->stats_path);
     int runtime = first_error == FSDP_ERR_COMM || first_error == FSDP_ERR_NOMEM ||
                   first_error == FSDP_ERR_IO || first_error == FSDP_ERR_CUDA;
+    /* After a runtime error other ranks may wait in a collective forever,
+     * and so may this rank's own teardown (a stream synchronize, NCCL's
+     * destroy): abort before it. */
+    if (mpi_started && runtime && status != 0) MPI_Abort(MPI_COMM_WORLD, 1);
     fsdp_backend *be = e->be, *dbe = e->dbe;
     fsdp_engine_free(e);
     if (dbe && dbe != be) dbe->destroy(dbe);
     if (be) be->destroy(be);
-    if (mpi_started) {
-        /* After a runtime error other ranks may wait in a collective forever. */
-        if (runtime && status != 0) MPI_Abort(MPI_COMM_WORLD, 1);
-        MPI_Finalize();
-    }
+    if (mpi_started) MPI_Finalize();
     if (s != FSDP_OK) exit(1);
 }
 
