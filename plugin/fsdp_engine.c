@@ -184,6 +184,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 #ifdef GPU
     /* Darknet's GPU path reads the *_gpu arrays: shard those, in device memory. */
     e->mem.device = net->gpu_index >= 0;
+    e->mem.align = e->mem.device ? FSDP_DEVICE_ALIGN_FLOATS : 1;
 #endif
     if (e->mem.device && e->be->world > 1 && (!e->dbe || e->dbe->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
@@ -214,8 +215,8 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {
-            trainable += e->groups[g].train.count;
-            frozen += e->groups[g].frozen.count;
+            trainable += e->groups[g].train.params;
+            frozen += e->groups[g].frozen.params;
         }
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
                 "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->strategy), e->ngroups,

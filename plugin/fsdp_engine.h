@@ -34,7 +34,8 @@ typedef struct fsdp_flat {
     fsdp_tensor *t;      /* tensors in layout order */
     size_t *off;         /* their offsets in the full buffer */
     int nt;
-    size_t count;        /* real floats */
+    size_t count;        /* floats laid out: the tensors and, on the device, the gaps aligning them */
+    size_t params;       /* the tensors' floats alone */
     size_t shard;        /* floats per rank (padded); full buffer = world * shard */
     size_t nfull;        /* floats in a full (parameter or gradient) buffer */
     size_t own_count;    /* floats this rank updates: shard, or count under `none` */

@@ -99,11 +99,15 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
     if (!f->t || !f->off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory laying out a group");
     memcpy(f->t, t, (size_t)nt * sizeof *t);
     f->nt = nt;
+    size_t align = e->mem.align ? e->mem.align : 1;
     for (int k = 0; k < nt; ++k) {
-        f->off[k] = f->count;
-        f->count += t[k].count;
+        /* Gaps before aligned tensors are zeros no run covers: never updated. */
+        f->off[k] = (f->count + align - 1) / align * align;
+        f->count = f->off[k] + t[k].count;
+        f->params += t[k].count;
     }
-    f->shard = fsdp_shard_count(f->count, world);
+    /* Shards aligned too: each rank's part of a gathered buffer starts aligned. */
+    f->shard = (fsdp_shard_count(f->count, world) + align - 1) / align * align;
     f->sharded = sharded;
     /* `none` keeps a replica and updates all of it; the others update a shard. */
     int whole = !sharded && state && e->strategy == FSDP_SHARD_NONE;

@@ -22,7 +22,14 @@ typedef struct fsdp_mem_pool {
 typedef struct fsdp_mem_ctx {
     int device;
     fsdp_mem_pool *pool;
+    size_t align;   /* tensors start at multiples of this many floats in a flat (0: 1) */
 } fsdp_mem_ctx;
+
+/* On the device each tensor in a flat buffer starts 256 bytes apart, as a
+ * cudaMalloc'd array would: cuDNN's kernels may need more than the 4-byte
+ * alignment a packed layout gives, and the legacy API picks them without
+ * seeing the pointers. */
+#define FSDP_DEVICE_ALIGN_FLOATS 64
 
 /* Device runs: keep memory freed to the device's default pool for reuse
  * instead of handing it back to the driver at every synchronization (the

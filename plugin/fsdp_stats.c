@@ -20,11 +20,11 @@ static void write_group(FILE *f, const fsdp_group *g)
     json_string(f, g->info->name);
     fputs(", \"layers\": [", f);
     for (int k = 0; k < g->info->nlayers; ++k) fprintf(f, "%s%d", k ? ", " : "", g->info->layers[k]);
-    size_t params = g->train.count + g->frozen.count;
+    size_t params = g->train.params + g->frozen.params;
     fprintf(f, "], \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
             "\"needs_backward\": %s, \"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
             "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu}",
-            params, g->train.count, g->frozen.count, params && !g->train.count ? "true" : "false",
+            params, g->train.params, g->frozen.params, params && !g->train.params ? "true" : "false",
             g->bwd_hi >= 0 ? "true" : "false", (unsigned long long)g->ag_bytes,
             (unsigned long long)g->rs_bytes, (unsigned long long)g->ar_bytes,
             (unsigned long long)g->backward_gathers);
