@@ -36,13 +36,16 @@ endif()
 
 # --- cuDNN -------------------------------------------------------------------
 if(FSDP_CUDNN)
-  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
-    PATH_SUFFIXES cudnn)
-  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+  # Also where Python's nvidia-cudnn wheel puts it (CUDNN_HOME=.../nvidia/cudnn),
+  # which ships only the versioned library name.
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_HOME
+    PATH_SUFFIXES cudnn include)
+  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${CUDAToolkit_LIBRARY_DIR}
+    ENV CUDNN_HOME PATH_SUFFIXES lib lib64)
   if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
     message(FATAL_ERROR "FSDP_CUDNN=ON but cuDNN was not found (cudnn.h: "
       "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}).  Install cuDNN 9 for CUDA 13 "
-      "(headers and libcudnn.so next to CUDA's, or pass -DCUDNN_INCLUDE_DIR= and "
+      "(headers and libcudnn.so next to CUDA's, set CUDNN_HOME, or pass -DCUDNN_INCLUDE_DIR= and "
       "-DCUDNN_LIBRARY=), or configure with -DFSDP_CUDNN=OFF.")
   endif()
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_major REGEX "define CUDNN_MAJOR ")
@@ -56,7 +59,7 @@ endif()
 # --- NCCL (the plugin's GPU backend) -----------------------------------------
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME
   PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
   PATH_SUFFIXES lib lib64)
 if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
   message(FATAL_ERROR "FSDP_GPU=ON but NCCL was not found (nccl.h: ${NCCL_INCLUDE_DIR}, "
