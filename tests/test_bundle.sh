@@ -27,6 +27,8 @@ check "mpirun is the bundle's" test "$(command -v mpirun)" = "$BUNDLE/mpi/usr/bi
 missing=$(for f in "$BUNDLE"/build/* "$BUNDLE"/build-gpu/darknet "$BUNDLE"/build-gpu/*.so "$BUNDLE"/build-gpu/tests/*; do
             ldd "$f" | sed -n "s|^\s*\(\S*\) => not found|${f#"$BUNDLE"/}: \1|p"; done)
 check "every program and plugin finds its libraries${missing:+: $missing}" test -z "$missing"
+check "the machine's own libstdc++ wins over the bundle's copy" \
+  bash -c 'l=$(ldd "$1" | grep "libstdc++.so.6 => /"); [ -n "$l" ] && [[ $l != *"$2"* ]]' _ "$BUNDLE/build-gpu/darknet" "$BUNDLE"
 check "the plugin loads the bundle's libmpi" bash -c 'ldd "$1" | grep -q "libmpi.so.40 => $2/"' _ "$BUNDLE/build/libdarknet_fsdp.so" "$BUNDLE/mpi"
 
 # The bundle's CPU engine under the bundle's mpirun (MPI_Init, the relocated
