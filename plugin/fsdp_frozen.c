@@ -85,6 +85,9 @@ void fsdp_frozen_drop_deltas(fsdp_engine *e, network *net)
         /* A standalone batch norm copies its delta into its input's
          * unchecked: a trainable one on a frozen prefix needs that buffer. */
         if (l->type == BATCHNORM && e->plan.need_bwd[i] && i > 0) keep[i - 1] = 1;
+        /* rnn and crnn share their output sub-layer's delta and zero it in
+         * every forward, backward or not. */
+        if (l->type == RNN || l->type == CRNN) keep[i] = 1;
         if ((l->type == ROUTE || l->type == SHORTCUT) && e->plan.need_bwd[i]) {
             int in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
             for (int j = 0; j < k; ++j) if (in[j] >= 0) keep[in[j]] = 1;
