@@ -126,23 +126,40 @@ static void backward_analysis(fsdp_layout_plan *p, network *net)
     }
 }
 
+/* Whether a recurrent layer's sub-layers normalize their batches. */
+static int recurrent_batch_norm(const layer *l)
+{
+    switch (l->type) {
+    case RNN:
+    case CRNN: return l->input_layer && l->input_layer->batch_normalize;
+    case GRU: return l->uz && l->uz->batch_normalize;
+    case LSTM: return l->uf && l->uf->batch_normalize;
+    default: return 0;
+    }
+}
+
 /* A frozen layer with trainable layers below it passes gradients back with
  * its gradient buffers gone (NULL).  Darknet's convolutional and connected
  * layers skip those (patches 0007, 0013), batch norm is the plugin's own
  * (fsdp_frozen.c); deconvolutional and local layers would write through
- * NULL.  Refused rather than patched: no probe freezes those above a trained
- * layer. */
+ * NULL, and recurrent layers with batch norm would run their sub-layers'
+ * training-mode batch-norm backward (NULL gradients, statistics the
+ * inference-mode forward never made).  Refused rather than patched: no
+ * probe freezes those above a trained layer. */
 static fsdp_status check_frozen_backward(const fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net)
 {
     for (int i = 0; i < p->nlayers; ++i) {
-        LAYER_TYPE t = net->layers[i].type;
-        if (!p->frozen[i] || !p->need_bwd[i] || (t != DECONVOLUTIONAL && t != LOCAL)) continue;
+        const layer *l = &net->layers[i];
+        if (!p->frozen[i] || !p->need_bwd[i]) continue;
+        const char *what = l->type == LOCAL ? "local" : l->type == DECONVOLUTIONAL ? "deconvolutional"
+                         : recurrent_batch_norm(l) ? "recurrent, with batch_normalize" : NULL;
+        if (!what) continue;
         return fsdp_fail(FSDP_ERR_CONFIG,
                          "%s:%d: layer %d (%s) is frozen but has trainable layers below it, so it "
                          "must pass gradients back: darknet-fsdp does that for frozen convolutional, "
-                         "connected and batch-norm layers only; unfreeze it or freeze the layers below",
-                         cfg->file ? cfg->file : "cfg", cfg->layers[i].frozen_line, i,
-                         t == LOCAL ? "local" : "deconvolutional");
+                         "connected, batch-norm and plain recurrent layers only; unfreeze it or freeze "
+                         "the layers below", cfg->file ? cfg->file : "cfg", cfg->layers[i].frozen_line, i,
+                         what);
     }
     return FSDP_OK;
 }

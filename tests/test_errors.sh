@@ -58,6 +58,10 @@ expect_error "crossing group spans" "cfg:$(line_of "$c" shard_group=other): laye
 h=$(( $(line_of "$base" "filters=6") - 2 ))
 c=$(with "${h}s/.*/[deconvolutional]/; s/^filters=6$/filters=6\nfrozen=1/")
 expect_error "frozen deconvolutional above a trained layer" "cfg:$(line_of "$c" frozen=1): layer 2 \(deconvolutional\) is frozen but has trainable layers below it" 2 "$c"
+# ... and so would a frozen recurrent layer with batch norm.
+h=$(( $(line_of "$base" "output=5") - 1 ))
+c=$(with "${h}s/.*/[rnn]/; s/^output=5$/output=5\nbatch_normalize=1\nfrozen=1/")
+expect_error "frozen recurrent layer with batch norm above a trained layer" "cfg:$(line_of "$c" frozen=1): layer 3 \(recurrent, with batch_normalize\) is frozen but has trainable layers below it" 2 "$c"
 expect_error "-fsdp-stats in a missing folder" "-fsdp-stats .*cannot write" 1 "$base" -fsdp-stats "$WORK/no/such/dir/s.json"
 expect_error "-fsdp-backend must be mpi or nccl" "-fsdp-backend tcp: expected mpi or nccl" 1 "$base" -fsdp-backend tcp
 
