@@ -2,7 +2,8 @@
 #include <string.h>
 #include "fsdp_ckpt.h"
 
-#define CKPT_MAGIC "FSDPCKP1"
+#define CKPT_MAGIC "FSDPCKP2"
+#define CKPT_MAGIC_V1 "FSDPCKP1"   /* before the layout fields: refused by name */
 
 /* What a checkpoint starts with; everything after it is, per group, the
  * trainable then the frozen flat: own, then m and v where kept. */
@@ -15,6 +16,9 @@ typedef struct ckpt_header {
     uint32_t ngroups;
     uint32_t strategy;
     uint32_t adam;
+    uint32_t align;    /* the flats' tensor alignment in floats: 1 on the host, 64 on a GPU */
+    uint32_t pad;
+    uint64_t floats;   /* every float that follows */
 } ckpt_header;
 
 static char *shard_path(const char *weights, int rank, int world)
@@ -90,6 +94,12 @@ static ckpt_header header_of(const fsdp_engine *e, const network *net)
     h.ngroups = (uint32_t)e->ngroups;
     h.strategy = (uint32_t)e->strategy;
     h.adam = (uint32_t)net->adam;
+    h.align = (uint32_t)(e->mem.align ? e->mem.align : 1);
+    for (int k = 0; k < e->ngroups; ++k) {
+        const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
+        for (int j = 0; j < 2; ++j)
+            if (fl[j]->own) h.floats += fl[j]->own_count * (1 + !!fl[j]->m + !!fl[j]->v);
+    }
     return h;
 }
 
@@ -129,6 +139,9 @@ static fsdp_status check_header(const fsdp_engine *e, const network *net, const 
                                 const char *path)
 {
     ckpt_header want = header_of(e, net);
+    if (!memcmp(h->magic, CKPT_MAGIC_V1, 8))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s is a checkpoint of an older darknet-fsdp (format 1, "
+                         "without its layout); resume from the weights file alone", path);
     if (memcmp(h->magic, CKPT_MAGIC, 8))
         return fsdp_fail(FSDP_ERR_CONFIG, "%s is not a darknet-fsdp checkpoint", path);
     if (h->world != want.world || h->rank != want.rank)
@@ -138,6 +151,13 @@ static fsdp_status check_header(const fsdp_engine *e, const network *net, const 
         h->adam != want.adam)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written for another network (layers, frozen flags, "
                          "groups, shard strategy or optimizer differ from this cfg)", path);
+    if (h->align != want.align)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written by a %s run, and this is a %s run: their "
+                         "shards are laid out differently; resume on the same kind of device", path,
+                         h->align > 1 ? "GPU" : "CPU", want.align > 1 ? "GPU" : "CPU");
+    if (h->floats != want.floats)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s holds %llu floats, this run's shards %llu", path,
+                         (unsigned long long)h->floats, (unsigned long long)want.floats);
     if (h->seen != want.seen)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s is from another save than the weights file (seen %llu, "
                          "weights file %llu); resume from the weights file it was saved with", path,
