@@ -193,7 +193,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
     fsdp_status local = e->cfg.error;
-    if (local == FSDP_OK) local = fsdp_mem_keep_freed(&e->mem, net->gpu_index);
+    if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     FSDP_TRY(agree(e, local, e->plan_hash));

@@ -1,4 +1,5 @@
 #include <malloc.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
 #ifdef GPU
     if (m->device) {
         void *p = NULL;
-        cudaError_t e = cudaMallocAsync(&p, bytes, DN_COMPUTE_STREAM);
+        cudaError_t e = m->no_pool ? cudaMalloc(&p, bytes) : cudaMallocAsync(&p, bytes, DN_COMPUTE_STREAM);
         if (e == cudaSuccess && zero) e = cudaMemsetAsync(p, 0, bytes, DN_COMPUTE_STREAM);
         if (e != cudaSuccess) {
             fsdp_fail(FSDP_ERR_NOMEM, "out of device memory for %zu floats: %s", n, cudaGetErrorString(e));
@@ -35,10 +36,18 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
     return p;
 }
 
-fsdp_status fsdp_mem_keep_freed(const fsdp_mem_ctx *m, int device)
+fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
 {
 #ifdef GPU
     if (m->device) {
+        int pools = 0;
+        cudaCheck(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+        if (!pools) {
+            m->no_pool = 1;
+            fprintf(stderr, "fsdp: GPU %d has no stream-ordered memory pools: cudaMalloc and "
+                    "cudaFree instead (slower)\n", device);
+            return FSDP_OK;
+        }
         cudaMemPool_t pool;
         uint64_t keep = UINT64_MAX;
         cudaCheck(cudaDeviceGetDefaultMemPool(&pool, device));
@@ -65,7 +74,9 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
     if (!p) return;
 #ifdef GPU
     if (m->device) {
-        cudaFreeAsync(p, DN_COMPUTE_STREAM);
+        /* cudaFree waits for all the device's work: as safe as the ordered free. */
+        if (m->no_pool) cudaFree(p);
+        else cudaFreeAsync(p, DN_COMPUTE_STREAM);
         return;
     }
 #endif

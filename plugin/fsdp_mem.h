@@ -23,6 +23,7 @@ typedef struct fsdp_mem_ctx {
     int device;
     fsdp_mem_pool *pool;
     size_t align;   /* tensors start at multiples of this many floats in a flat (0: 1) */
+    int no_pool;    /* device without stream-ordered allocation: cudaMalloc/cudaFree */
 } fsdp_mem_ctx;
 
 /* On the device each tensor in a flat buffer starts 256 bytes apart, as a
@@ -34,8 +35,9 @@ typedef struct fsdp_mem_ctx {
 /* Device runs: keep memory freed to the device's default pool for reuse
  * instead of handing it back to the driver at every synchronization (the
  * pool's default): a gathered group's buffer is freed and allocated again
- * every step.  Nothing on the host. */
-fsdp_status fsdp_mem_keep_freed(const fsdp_mem_ctx *m, int device);
+ * every step.  A device (or virtual machine) without memory pools gets
+ * cudaMalloc and cudaFree, which synchronize.  Nothing on the host. */
+fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device);
 
 /* Frees what the pool holds. */
 void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);

@@ -323,6 +323,15 @@ static void describe_gpu(int gpus)
            "runtime %d.%d\n", gpus, p.name, p.major, p.minor, p.multiProcessorCount,
            p.totalGlobalMem / 1073741824.0, driver / 1000, driver % 1000 / 10, runtime / 1000,
            runtime % 1000 / 10);
+    /* The plugin allocates with cudaMallocAsync where the device has pools. */
+    int pools = 0;
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0);
+    void *a = NULL;
+    cudaError_t e = pools ? cudaMallocAsync(&a, 1 << 20, cudaStreamLegacy) : cudaSuccess;
+    if (a) cudaFreeAsync(a, cudaStreamLegacy);
+    cuda_must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    printf("stream-ordered memory pools: %s\n",
+           !pools ? "none (the plugin uses cudaMalloc)" : e == cudaSuccess ? "yes" : cudaGetErrorString(e));
 }
 
 int main(int argc, char **argv)
