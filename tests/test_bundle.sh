@@ -20,9 +20,18 @@ set -e
 check "env refuses a folder that is no bundle (exit $rc: $msg)" \
   bash -c '[ "$1" != 0 ] && grep -q "none is not a bundle" <<< "$2"' _ "$rc" "$msg"
 
+check "the bundle was made from this tree's sources" "$S/tools/gpu-bundle" check "$BUNDLE"
+mkdir -p "$WORK/stale"
+sed 's/^sources .*/sources 0123456789abcdef/' "$BUNDLE/bundle.txt" > "$WORK/stale/bundle.txt"
+set +e
+msg=$("$S/tools/gpu-bundle" check "$WORK/stale" 2>&1); rc=$?
+set -e
+check "a bundle of other sources is named stale (exit $rc)" \
+  bash -c '[ "$1" = 1 ] && grep -q "was made from other sources (0123456789abcdef" <<< "$2"' _ "$rc" "$msg"
+
 eval "$("$S/tools/gpu-bundle" env "$BUNDLE" 2> "$WORK/env.err")"
 check "env finds the CUDA libraries ($(tr '\n' ' ' < "$WORK/env.err"))" \
-  test "$(grep -c ' from /' "$WORK/env.err")" = "$(grep -c . "$BUNDLE/cuda-libs.txt")"
+  bash -c 'while read -r l; do grep -q "^gpu-bundle: $l from /" "$1" || exit 1; done < "$2"' _ "$WORK/env.err" "$BUNDLE/cuda-libs.txt"
 check "mpirun is the bundle's" test "$(command -v mpirun)" = "$BUNDLE/mpi/usr/bin/mpirun"
 missing=$(for f in "$BUNDLE"/build/* "$BUNDLE"/build-gpu/darknet "$BUNDLE"/build-gpu/*.so "$BUNDLE"/build-gpu/tests/*; do
             ldd "$f" | sed -n "s|^\s*\(\S*\) => not found|${f#"$BUNDLE"/}: \1|p"; done)
