@@ -46,6 +46,15 @@ refuse_np "a checkpoint from another world size" "cannot open .*residual.weights
 sed -i '0,/^filters=4$/s//filters=4\nfrozen=1/' "$WORK/a/residual.cfg"
 refuse_np "a checkpoint from another cfg" "was written for another network" "$np" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
 mk "$WORK/a/residual.cfg" 6
+# The header's layout fields: align (a uint32 at byte 48) 64 is a GPU run's.
+ck=$WORK/b/residual.weights.fsdp-0-of-$np
+cp "$ck" "$WORK/ck.orig"
+printf '\x40\x00\x00\x00' | dd of="$ck" bs=1 seek=48 conv=notrunc status=none
+refuse_np "a GPU run's checkpoint on the CPU" "fsdp-0-of-$np was written by a GPU run, and this is a CPU run" "$np" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
+cp "$WORK/ck.orig" "$ck"
+printf 'FSDPCKP1' | dd of="$ck" bs=1 conv=notrunc status=none
+refuse_np "a format-1 checkpoint" "fsdp-0-of-$np is a checkpoint of an older darknet-fsdp" "$np" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
+cp "$WORK/ck.orig" "$ck"
 head -c 100 "$WORK/b/residual.weights.fsdp-0-of-$np" > "$WORK/t" && mv "$WORK/t" "$WORK/b/residual.weights.fsdp-0-of-$np"
 refuse_np "a truncated checkpoint" "residual.weights.fsdp-0-of-$np: shorter than its header says" "$np" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
 finish
