@@ -147,14 +147,14 @@ static fsdp_status check_header(const fsdp_engine *e, const network *net, const 
     if (h->world != want.world || h->rank != want.rank)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written by rank %u of %u; this is rank %u of %u "
                          "(resume on the same number of ranks)", path, h->rank, h->world, want.rank, want.world);
-    if (h->plan_hash != want.plan_hash || h->ngroups != want.ngroups || h->strategy != want.strategy ||
-        h->adam != want.adam)
-        return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written for another network (layers, frozen flags, "
-                         "groups, shard strategy or optimizer differ from this cfg)", path);
     if (h->align != want.align)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written by a %s run, and this is a %s run: their "
                          "shards are laid out differently; resume on the same kind of device", path,
                          h->align > 1 ? "GPU" : "CPU", want.align > 1 ? "GPU" : "CPU");
+    if (h->plan_hash != want.plan_hash || h->ngroups != want.ngroups || h->strategy != want.strategy ||
+        h->adam != want.adam)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written for another network (layers, frozen flags, "
+                         "groups, shard strategy or optimizer differ from this cfg)", path);
     if (h->floats != want.floats)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s holds %llu floats, this run's shards %llu", path,
                          (unsigned long long)h->floats, (unsigned long long)want.floats);

@@ -92,7 +92,10 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
 {
     const fsdp_layout_plan *p = &e->plan;
     uint64_t h = 1469598103934665603ull;
-    int v[4] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group };
+    /* The layout's alignment too: a rank on the GPU and one on the host
+     * would size their shards differently. */
+    int v[5] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
+                 (int)(e->mem.align ? e->mem.align : 1) };
     h = fnv(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };
