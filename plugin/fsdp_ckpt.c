@@ -94,7 +94,7 @@ static ckpt_header header_of(const fsdp_engine *e, const network *net)
     h.ngroups = (uint32_t)e->ngroups;
     h.strategy = (uint32_t)e->strategy;
     h.adam = (uint32_t)net->adam;
-    h.align = (uint32_t)(e->mem.align ? e->mem.align : 1);
+    h.align = (uint32_t)e->mem.align;
     for (int k = 0; k < e->ngroups; ++k) {
         const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
         for (int j = 0; j < 2; ++j)

@@ -15,6 +15,7 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
     memset(e, 0, sizeof *e);
     e->be = be;
     e->dbe = be;
+    e->mem.align = 1;
     fsdp_cfg_init(&e->cfg);
     return FSDP_OK;
 }
@@ -95,7 +96,7 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
     int v[5] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
-                 (int)(e->mem.align ? e->mem.align : 1) };
+                 (int)e->mem.align };
     h = fnv(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };

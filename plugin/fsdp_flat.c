@@ -99,7 +99,7 @@ fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, 
     if (!f->t || !f->off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory laying out a group");
     memcpy(f->t, t, (size_t)nt * sizeof *t);
     f->nt = nt;
-    size_t align = e->mem.align ? e->mem.align : 1;
+    size_t align = e->mem.align;
     for (int k = 0; k < nt; ++k) {
         /* Gaps before aligned tensors are zeros no run covers: never updated. */
         f->off[k] = (f->count + align - 1) / align * align;

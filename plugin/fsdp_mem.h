@@ -22,7 +22,7 @@ typedef struct fsdp_mem_pool {
 typedef struct fsdp_mem_ctx {
     int device;
     fsdp_mem_pool *pool;
-    size_t align;   /* tensors start at multiples of this many floats in a flat (0: 1) */
+    size_t align;   /* tensors start at multiples of this many floats in a flat (1 on the host) */
     int no_pool;    /* device without stream-ordered allocation: cudaMalloc/cudaFree */
 } fsdp_mem_ctx;
 
