@@ -1,4 +1,4 @@
-/* fsdp_cfg.h: the plugin's cfg keys (see DESIGN.md, "cfg keys"), read from
+/* fsdp_cfg.h: the plugin's cfg keys (see docs/DESIGN.md, "cfg keys"), read from
  * Darknet's cfg_option hook with their file and line. */
 #ifndef FSDP_CFG_H
 #define FSDP_CFG_H

@@ -1,4 +1,4 @@
-/* The -fsdp-stats JSON file (DESIGN.md, "Stats file"): rank 0's own counts. */
+/* The -fsdp-stats JSON file (docs/DESIGN.md, "Stats file"): rank 0's own counts. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>

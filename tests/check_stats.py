@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks an -fsdp-stats file against the communication theory of DESIGN.md.
+"""Checks an -fsdp-stats file against the communication theory of docs/DESIGN.md.
 
 usage: check_stats.py STATS --world N --strategy S --steps K [--subdivisions D]
                       [--reshard 0|1] GROUP...
@@ -61,7 +61,7 @@ def main():
     bad = []
     if st["world"] != a.world or st["strategy"] != a.strategy or st["steps"] != a.steps:
         bad.append("header: world %s strategy %s steps %s" % (st["world"], st["strategy"], st["steps"]))
-    # DESIGN.md's names and their meaning, whatever the numbers.
+    # docs/DESIGN.md's names and their meaning, whatever the numbers.
     for k in ("world", "strategy", "steps", "groups", "bytes", "peak_rss_bytes"):
         if k not in st:
             bad.append("missing key %s" % k)
