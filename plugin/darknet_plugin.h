@@ -31,6 +31,15 @@ typedef enum {
 
 typedef enum { DN_BEFORE = 0, DN_AFTER = 1 } dn_when;
 
+/* What a bn_sync call carries: one float per channel of a batch-norm layer
+ * in training, right after Darknet computed it over this process's batch. */
+typedef enum {
+    DN_BN_MEAN = 0,           /* forward: the batch mean */
+    DN_BN_VARIANCE = 1,       /* forward: the variance about that mean, divided by count - 1 */
+    DN_BN_MEAN_DELTA = 2,     /* backward: mean_delta */
+    DN_BN_VARIANCE_DELTA = 3, /* backward: variance_delta */
+} dn_bn_what;
+
 /* What Darknet was built as; the plugin refuses to run on a mismatch, since
  * `layer` and `network` change layout with -DGPU and with our patches. */
 typedef struct dn_abi {
@@ -95,6 +104,24 @@ typedef struct dn_hooks {
     int world;
     /* The GPU Darknet uses unless -i says otherwise (GPU builds; 0 if unset). */
     int device;
+    /* Batch norm in training (net->train: [convolutional], [connected],
+     * [batchnorm], and the layers inside recurrent ones), after Darknet
+     * computed `what` into x[0 .. channels) over `count` values per channel
+     * (batch * out_h * out_w); the hook may replace x, e.g. by the statistics
+     * of the batch of every rank, before Darknet uses it.  `layer` is
+     * net->index; net is the loop's by-value copy (compare net->layers to
+     * identify the network).  x is a device pointer when net->gpu_index >= 0
+     * (GPU builds).  While it is set, GPU builds with cuDNN take Darknet's own
+     * batch-norm kernels instead of cuDNN's (which give no point to step in
+     * between); the plugin may clear it once the network is built. */
+    int (*bn_sync)(void *ctx, network *net, int layer, dn_bn_what what, float *x, int channels, int count);
+    /* A choice every rank must make alike (the multi-scale input size drawn
+     * without -seed): every rank leaves with rank 0's *value. */
+    int (*broadcast_int)(void *ctx, int *value);
+    /* After resize_network() reallocated net's outputs, deltas and workspace
+     * (weights are untouched): the plugin re-applies what it did to those
+     * buffers at network_built. */
+    int (*network_resized)(void *ctx, network *net);
 } dn_hooks;
 
 /* The one symbol a plugin exports.  It may remove its own flags from argv

@@ -20,6 +20,7 @@ void fsdp_cfg_init(fsdp_cfg *c)
     c->strategy = FSDP_SHARD_FULL;
     c->reshard_after_forward = 1;
     c->prefetch = 0;
+    c->sync_bn = 1;
 }
 
 void fsdp_cfg_free(fsdp_cfg *c)
@@ -96,6 +97,11 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
     if (!strcmp(key, "shard_prefetch")) {
         if (!parse_bool(val, &c->prefetch))
             return error(c, file, line, "shard_prefetch=%s: expected 0 or 1%s", val, "");
+        return 1;
+    }
+    if (!strcmp(key, "sync_bn")) {
+        if (!parse_bool(val, &c->sync_bn))
+            return error(c, file, line, "sync_bn=%s: expected 0 or 1%s", val, "");
         return 1;
     }
     if (!strcmp(key, "shard_auto_group")) {

@@ -22,6 +22,7 @@ typedef struct fsdp_cfg {
     int reshard_after_forward;
     int prefetch;
     long auto_group;           /* 0: off */
+    int sync_bn;               /* batch norm on the global batch statistics (default 1) */
     fsdp_layer_cfg *layers;    /* grown as layers are seen */
     int nlayers;
     int cap;

@@ -95,8 +95,8 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     uint64_t h = 1469598103934665603ull;
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
-    int v[5] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
-                 (int)e->mem.align };
+    int v[6] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
+                 (int)e->mem.align, e->cfg.sync_bn };
     h = fnv(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };

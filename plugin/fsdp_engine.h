@@ -64,6 +64,7 @@ typedef struct fsdp_group {
     int bwd_hi, bwd_lo;      /* highest and lowest direct layer needing backward; -1: none */
     int frozen_bwd;          /* a frozen direct layer needs backward (gather frozen then) */
     uint64_t ag_bytes, rs_bytes, ar_bytes, backward_gathers;
+    uint64_t bn_bytes;       /* synchronized batch norm of its layers (fsdp_bn.h) */
 } fsdp_group;
 
 typedef struct fsdp_engine {
@@ -96,6 +97,8 @@ typedef struct fsdp_engine {
     char *weights_file;      /* the weights file Darknet loaded, if any */
     char *stats_path;
     int stats_written;       /* at network_free, while the groups still exist */
+    uint64_t bytes_bn;       /* synchronized batch norm: all-reduces (fsdp_bn.h) */
+    int bn_rolling_checks, bn_rolling_differ;   /* fsdp_bn_check_rolling */
 } fsdp_engine;
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);

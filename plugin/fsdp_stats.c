@@ -23,11 +23,11 @@ static void write_group(FILE *f, const fsdp_group *g)
     size_t params = g->train.params + g->frozen.params;
     fprintf(f, "], \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
             "\"needs_backward\": %s, \"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
-            "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu}",
+            "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu, \"bn_all_reduce_bytes\": %llu}",
             params, g->train.params, g->frozen.params, params && !g->train.params ? "true" : "false",
             g->bwd_hi >= 0 ? "true" : "false", (unsigned long long)g->ag_bytes,
             (unsigned long long)g->rs_bytes, (unsigned long long)g->ar_bytes,
-            (unsigned long long)g->backward_gathers);
+            (unsigned long long)g->backward_gathers, (unsigned long long)g->bn_bytes);
 }
 
 fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
@@ -49,10 +49,12 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
         write_group(f, &e->groups[g]);
     }
     fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
-            "\"broadcast\": %llu, \"checkpoint_all_gather\": %llu},\n"
+            "\"broadcast\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"
+            " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n"
             " \"model_state_bytes\": %zu, \"peak_rss_bytes\": %llu}\n",
             (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
-            (unsigned long long)e->bytes_bcast, (unsigned long long)e->bytes_ckpt, e->model_state_bytes,
+            (unsigned long long)e->bytes_bcast, (unsigned long long)e->bytes_ckpt,
+            (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ, e->model_state_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "darknet_plugin.h"
 #include "fsdp_backend.h"
+#include "fsdp_bn.h"
 #include "fsdp_engine.h"
 #include "fsdp_weights.h"
 #ifdef GPU
@@ -16,6 +17,7 @@ static fsdp_engine engine;
 static fsdp_status first_error = FSDP_OK;
 static int mpi_started;
 static const char *backend_flag;   /* -fsdp-backend, NULL: the default */
+static dn_hooks *hook_table;       /* Darknet's, to drop bn_sync under sync_bn=0 */
 
 /* Darknet only needs to know whether to stop; the engine has printed why. */
 static int to_dn(fsdp_status s)
@@ -51,7 +53,13 @@ static int h_built(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
     fsdp_status s = e->net ? FSDP_OK : device_backend(e, net);
+    /* Without the hook GPU builds keep cuDNN's batch norm (darknet_plugin.h). */
+    if (!e->net && !e->cfg.sync_bn) hook_table->bn_sync = NULL;
     return to_dn(s != FSDP_OK ? s : fsdp_on_network_built(e, net));
+}
+static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
+{
+    return to_dn(fsdp_bn_sync(c, net, layer, what, x, channels, count));
 }
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
@@ -74,7 +82,11 @@ static int h_save_begin(void *c, network *net, const char *f)
     return e->be->rank == 0 ? DN_OK : DN_SKIP;
 }
 static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_save_layer(c, net, i, w)); }
-static int h_save_end(void *c, network *net, const char *f) { return to_dn(fsdp_on_save_end(c, net, f)); }
+static int h_save_end(void *c, network *net, const char *f)
+{
+    fsdp_status s = fsdp_bn_check_rolling(c, net);
+    return to_dn(s != FSDP_OK ? s : fsdp_on_save_end(c, net, f));
+}
 static int h_loaded(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
@@ -257,5 +269,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->save_end = h_save_end;
     h->network_free = h_free;
     h->finish = h_finish;
+    h->bn_sync = be->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
+    hook_table = h;
     return DN_OK;
 }

@@ -1,0 +1,46 @@
+/* fsdp_bn.h: synchronized batch norm.  In training, a batch-norm layer
+ * normalises with the mean and variance of the global batch (every rank's
+ * samples), so N ranks with batch b compute what one process with batch N*b
+ * computes, rolling statistics included.  Darknet calls the bn_sync hook
+ * after each per-channel quantity it computes over its own batch; here each
+ * becomes its global value:
+ *
+ *   mean            average over ranks (every rank has the same count)
+ *   variance        (sum over ranks of var_r) * (count - 1) / (N * count - 1):
+ *                   each rank's var_r is already about the global mean and
+ *                   Darknet divides a variance by its count - 1
+ *   mean_delta,     average over ranks: each is a sum over the batch, and
+ *   variance_delta  Darknet's normalize_delta divides it by the rank's own
+ *                   batch * spatial, N times smaller than the global one
+ *
+ * Each is one all-reduce of `channels` floats.  A world of one, sync_bn=0,
+ * and layers run with net.train = 0 (frozen layers, inference) move
+ * nothing. */
+#ifndef FSDP_BN_H
+#define FSDP_BN_H
+
+#include "darknet_plugin.h"
+#include "fsdp_engine.h"
+
+/* The bn_sync hook's body.  x is in device memory on GPU runs. */
+fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what what, float *x,
+                         int channels, int count);
+
+/* At each save (every rank): whether every batch-norm layer's rolling mean
+ * and variance are bit for bit the same on every rank, counted in
+ * e->bn_rolling_checks and e->bn_rolling_differ (the stats file's
+ * "bn_rolling"), never an error: under sync_bn=0 they differ by design. */
+fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net);
+
+#ifdef GPU
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* x[0 .. n) *= a on Darknet's compute stream. */
+void fsdp_bn_scale_gpu(float *x, int n, float a);
+#ifdef __cplusplus
+}
+#endif
+#endif
+
+#endif
