@@ -1,5 +1,6 @@
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_cfg.h"
@@ -31,13 +32,17 @@ void fsdp_cfg_free(fsdp_cfg *c)
     memset(c, 0, sizeof *c);
 }
 
-static int error(fsdp_cfg *c, const char *file, int line, const char *fmt, const char *a, const char *b)
+static int error(fsdp_cfg *c, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int error(fsdp_cfg *c, const char *file, int line, const char *fmt, ...)
 {
     char msg[512];
-    snprintf(msg, sizeof msg, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: %s", file, line, msg);
     if (!c->error) c->error = FSDP_ERR_CONFIG;
-    ++c->nerrors;
     return 1; /* the key is ours even when its value is bad */
 }
 
@@ -86,17 +91,17 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
         if (!strcmp(val, "full")) c->strategy = FSDP_SHARD_FULL;
         else if (!strcmp(val, "grad_op")) c->strategy = FSDP_SHARD_GRAD_OP;
         else if (!strcmp(val, "none")) c->strategy = FSDP_SHARD_NONE;
-        else return error(c, file, line, "shard=%s: expected full, grad_op or none%s", val, "");
+        else return error(c, file, line, "shard=%s: expected full, grad_op or none", val);
         return 1;
     }
     if (!strcmp(key, "reshard_after_forward")) {
         if (!parse_bool(val, &c->reshard_after_forward))
-            return error(c, file, line, "reshard_after_forward=%s: expected 0 or 1%s", val, "");
+            return error(c, file, line, "reshard_after_forward=%s: expected 0 or 1", val);
         return 1;
     }
     if (!strcmp(key, "shard_prefetch")) {
         if (!parse_bool(val, &c->prefetch))
-            return error(c, file, line, "shard_prefetch=%s: expected 0 or 1%s", val, "");
+            return error(c, file, line, "shard_prefetch=%s: expected 0 or 1", val);
         return 1;
     }
     if (!strcmp(key, "sync_bn")) {
@@ -109,14 +114,14 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
         errno = 0;
         long n = strtol(val, &end, 10);
         if (errno || !*val || *end || n < 0)
-            return error(c, file, line, "shard_auto_group=%s: expected a parameter count >= 0%s", val, "");
+            return error(c, file, line, "shard_auto_group=%s: expected a parameter count >= 0", val);
         c->auto_group = n;
         return 1;
     }
     if (!strcmp(key, "frozen") || !strcmp(key, "shard_group"))
-        return error(c, file, line, "%s is a layer key; it has no meaning in [net]%s", key, "");
+        return error(c, file, line, "%s is a layer key; it has no meaning in [net]", key);
     if (!strncmp(key, "shard_", 6))
-        return error(c, file, line, "unknown key %s (known: shard, shard_prefetch, shard_auto_group, reshard_after_forward)%s", key, "");
+        return error(c, file, line, "unknown key %s (known: shard, shard_prefetch, shard_auto_group, reshard_after_forward)", key);
     return 0;
 }
 
@@ -129,14 +134,14 @@ static int layer_option(fsdp_cfg *c, const char *file, int line, int layer, cons
         return 0;
     }
     fsdp_layer_cfg *l = layer_cfg(c, layer);
-    if (!l) return error(c, file, line, "out of memory reading %s%s", key, "");
+    if (!l) return error(c, file, line, "out of memory reading %s", key);
     if (is_frozen) {
-        if (!parse_bool(val, &l->frozen)) return error(c, file, line, "frozen=%s: expected 0 or 1%s", val, "");
+        if (!parse_bool(val, &l->frozen)) return error(c, file, line, "frozen=%s: expected 0 or 1", val);
         l->frozen_line = line;
         return 1;
     }
     if (!fsdp_group_name_valid(val))
-        return error(c, file, line, "shard_group=%s: a group name is [A-Za-z0-9_-]+ joined by dots%s", val, "");
+        return error(c, file, line, "shard_group=%s: a group name is [A-Za-z0-9_-]+ joined by dots", val);
     free(l->group);
     l->group = strdup(val);
     l->group_line = line;
@@ -153,5 +158,10 @@ int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer, const ch
         c->file = f;
     }
     if (layer >= 0) layer_cfg(c, layer);
+    /* Darknet keeps a line without '=' as a key with no value. */
+    if (!val) {
+        int ours = !strcmp(key, "frozen") || !strncmp(key, "shard", 5) || !strcmp(key, "reshard_after_forward");
+        return ours ? error(c, file, line, "%s has no value: write %s=VALUE", key, key) : 0;
+    }
     return layer < 0 ? net_option(c, file, line, key, val) : layer_option(c, file, line, layer, key, val);
 }

@@ -27,7 +27,6 @@ typedef struct fsdp_cfg {
     int nlayers;
     int cap;
     fsdp_status error;         /* the first error seen; parsing goes on */
-    int nerrors;
 } fsdp_cfg;
 
 void fsdp_cfg_init(fsdp_cfg *c);

@@ -50,6 +50,15 @@ c=$(with '0,/^filters=7$/s//filters=7\nshard_grup=x/')
 expect_error "unknown shard_ key in a layer" "unknown layer key shard_grup" 1 "$c"
 c=$(with 's/^\[net\]$/[net]\nfrozen=1/')
 expect_error "frozen in [net]" "cfg:$(line_of "$c" frozen=1): frozen is a layer key" 1 "$c"
+# A key without '=' reaches the plugin with no value.
+for k in frozen shard_group; do
+  c=$(with "0,/^filters=7\$/s//filters=7\n$k/")
+  expect_error "bare $k line" "cfg:$(line_of "$c" "^$k\$"): $k has no value: write $k=VALUE" 2 "$c"
+done
+for k in shard shard_prefetch shard_auto_group; do
+  c=$(with "s/^\[net\]\$/[net]\n$k/")
+  expect_error "bare $k line in [net]" "cfg:$(line_of "$c" "^$k\$"): $k has no value" 1 "$c"
+done
 # Crossing spans: layer 3 in group body2 sits between body's layers 0-2 and 4.
 c=$(with 's/^output=5$/output=5\nshard_group=other/; s/^output=3$/output=3\nshard_group=body/')
 expect_error "crossing group spans" "cfg:$(line_of "$c" shard_group=other): layer 3 \(group other\) lies inside the span of group body \(layers 0-4\)" 2 "$c"
