@@ -28,3 +28,11 @@ fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root)
     return fsdp_fail(FSDP_ERR_COMM, "%s backend: broadcast root %d outside world of %d",
                      b->name, root, b->world);
 }
+
+fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status others, const char *what)
+{
+    uint64_t lo, hi;
+    FSDP_TRY(b->min_max_u64(b, local != FSDP_OK, &lo, &hi));
+    if (!hi || local != FSDP_OK) return local;
+    return fsdp_fail(others, "rank %d: another rank %s (see above)", b->rank, what);
+}

@@ -87,6 +87,11 @@ fsdp_status fsdp_backend_check_layout(const fsdp_backend *b, const float *shard,
 /* FSDP_ERR_COMM unless 0 <= root < world. */
 fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root);
 
+/* Every rank stops together: collective over b's host helpers.  Returns
+ * `local` on a rank that failed; on the others `others`, with "rank R:
+ * another rank <what>" printed, when any rank failed; FSDP_OK when none did. */
+fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status others, const char *what);
+
 /* Per-rank shard size for n floats: ceil(n / world), so that world * shard >= n.
  * The padding (world * shard - n floats) is zero and never leaves the plugin. */
 static inline size_t fsdp_shard_count(size_t n, int world)

@@ -30,7 +30,7 @@ static char *shard_path(const char *weights, int rank, int world)
 }
 
 /* One buffer of n floats (host or device) through a host bounce buffer. */
-static fsdp_status put(fsdp_engine *e, FILE *f, const float *buf, size_t n, float *host)
+static fsdp_status put(fsdp_engine *e, FILE *f, float *buf, size_t n, float *host)
 {
     if (!n) return FSDP_OK;
     FSDP_TRY(fsdp_mem_to_host(&e->mem, host, buf, n));
@@ -69,16 +69,6 @@ static fsdp_status each_buffer(fsdp_engine *e, FILE *f, float *host, flat_io io)
         }
     }
     return FSDP_OK;
-}
-
-static fsdp_status write_buffer(fsdp_engine *e, FILE *f, float *buf, size_t n, float *host)
-{
-    return put(e, f, buf, n, host);
-}
-
-static fsdp_status read_buffer(fsdp_engine *e, FILE *f, float *buf, size_t n, float *host)
-{
-    return get(e, f, buf, n, host);
 }
 
 static ckpt_header header_of(const fsdp_engine *e, const network *net)
@@ -121,7 +111,7 @@ fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights)
     }
     ckpt_header h = header_of(e, net);
     s = fwrite(&h, sizeof h, 1, f) == 1 ? FSDP_OK : FSDP_ERR_IO;
-    if (s == FSDP_OK) s = each_buffer(e, f, host, write_buffer);
+    if (s == FSDP_OK) s = each_buffer(e, f, host, put);
     if (fclose(f) != 0) s = FSDP_ERR_IO;
     if (s == FSDP_OK && rename(tmp, path) != 0) s = FSDP_ERR_IO;
     if (s != FSDP_OK) {
@@ -192,7 +182,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net)
     ckpt_header h;
     if (fread(&h, sizeof h, 1, f) != 1) s = fsdp_fail(FSDP_ERR_CONFIG, "%s: too short for a checkpoint", path);
     if (s == FSDP_OK) s = check_header(e, net, &h, path);
-    if (s == FSDP_OK && each_buffer(e, f, host, read_buffer) != FSDP_OK)
+    if (s == FSDP_OK && each_buffer(e, f, host, get) != FSDP_OK)
         s = fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
     if (s == FSDP_OK && fgetc(f) != EOF) s = fsdp_fail(FSDP_ERR_CONFIG, "%s: longer than its header says", path);
     if (s == FSDP_OK) *net->t = h.t;
@@ -200,5 +190,5 @@ agree:
     if (f) fclose(f);
     free(path);
     free(host);
-    return fsdp_engine_all_ok(e, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
+    return fsdp_backend_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
 }

@@ -2,10 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_engine.h"
-#include "fsdp_ckpt.h"
-#include "fsdp_flat.h"
-#include "fsdp_frozen.h"
-#include "fsdp_kernels.h"
+#include "fsdp_deltas.h"
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
@@ -22,25 +19,18 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 
 static void release_network(fsdp_engine *e)
 {
+    for (int g = 0; g < e->ngroups; ++g) {
+        fsdp_flat_free(&e->flat, &e->groups[g].train);
+        fsdp_flat_free(&e->flat, &e->groups[g].frozen);
+    }
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
-    for (int g = 0; g < e->ngroups; ++g) {
-        fsdp_flat_free(e, &e->groups[g].train);
-        fsdp_flat_free(e, &e->groups[g].frozen);
-    }
     free(e->groups);
     e->groups = NULL;
     e->ngroups = 0;
-    free(e->orig_forward);
-    free(e->orig_backward);
-    e->orig_forward = NULL;
-    e->orig_backward = NULL;
-#ifdef GPU
-    free(e->orig_forward_gpu);
-    free(e->orig_backward_gpu);
-    e->orig_forward_gpu = NULL;
-    e->orig_backward_gpu = NULL;
-#endif
+    free(e->next_forward);
+    free(e->next_backward);
+    e->next_forward = e->next_backward = NULL;
     fsdp_plan_free(&e->plan);
 }
 
@@ -48,14 +38,8 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
 {
     if (net != e->net) return FSDP_OK;
     /* Darknet's own functions again, so nothing calls into a freed plan. */
-    for (int i = 0; i < net->n && e->orig_forward; ++i) {
-        net->layers[i].forward = e->orig_forward[i];
-        net->layers[i].backward = e->orig_backward[i];
-#ifdef GPU
-        net->layers[i].forward_gpu = e->orig_forward_gpu[i];
-        net->layers[i].backward_gpu = e->orig_backward_gpu[i];
-#endif
-    }
+    fsdp_frozen_uninstall(net, e->orig);
+    e->orig = NULL;
     fsdp_status s = finish_reduce(e);
     if (s == FSDP_OK && e->stats_path && e->be->rank == 0 && !e->stats_written) {
         s = fsdp_write_stats(e, e->stats_path);
@@ -107,19 +91,11 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     return h;
 }
 
-fsdp_status fsdp_engine_all_ok(fsdp_engine *e, fsdp_status local, fsdp_status others, const char *what)
-{
-    uint64_t lo, hi;
-    FSDP_TRY(e->be->min_max_u64(e->be, local != FSDP_OK, &lo, &hi));
-    if (!hi || local != FSDP_OK) return local;
-    return fsdp_fail(others, "rank %d: another rank %s (see above)", e->be->rank, what);
-}
-
 /* Every rank must stop together: one rank's cfg error stops all of them. */
 static fsdp_status agree(fsdp_engine *e, fsdp_status local, uint64_t hash)
 {
     uint64_t lo, hi;
-    FSDP_TRY(fsdp_engine_all_ok(e, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
+    FSDP_TRY(fsdp_backend_all_ok(e->be, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
     FSDP_TRY(e->be->min_max_u64(e->be, hash, &lo, &hi));
     if (lo != hi)
         return fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: the ranks were given different networks "
@@ -139,7 +115,7 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     for (int k = 0; k < g->info->nlayers; ++k) {
         int i = g->info->layers[k];
         fsdp_tensor t[FSDP_MAX_TENSORS];
-        int nt = fsdp_layer_tensors(&net->layers[i], i, t);
+        int nt = fsdp_layer_tensors(&net->layers[i], t);
         if (p->need_bwd[i]) {
             if (g->bwd_hi < i) g->bwd_hi = i;
             if (g->bwd_lo < 0 || i < g->bwd_lo) g->bwd_lo = i;
@@ -157,11 +133,40 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
         }
     }
     int sharded = e->strategy == FSDP_SHARD_FULL;
-    fsdp_status s = fsdp_flat_setup(e, &g->train, tt, ntt, sharded, 1);
-    if (s == FSDP_OK) s = fsdp_flat_setup(e, &g->frozen, tf, ntf, sharded, 0);
+    g->keep_after_forward = gi == 0 || !e->reshard;
+    fsdp_flat_kind train = { sharded, 1, e->strategy == FSDP_SHARD_NONE, net->adam },
+                   frozen = { sharded, 0, 0, 0 };
+    fsdp_status s = fsdp_flat_setup(&e->flat, &g->train, tt, ntt, train);
+    if (s == FSDP_OK) s = fsdp_flat_setup(&e->flat, &g->frozen, tf, ntf, frozen);
     free(tt);
     free(tf);
+    const fsdp_flat *fl[2] = { &g->train, &g->frozen };
+    for (int k = 0; k < 2; ++k) {
+        e->model_state_bytes += fl[k]->state_bytes;
+        e->bytes_bcast += fl[k]->bcast_bytes;
+    }
     return s;
+}
+
+/* Per layer, which group prefetch gathers next: in forward the group whose
+ * span starts first after the layer, in backward the group with the highest
+ * backward layer below it (the lowest-numbered group on a tie). */
+static fsdp_status plan_prefetch(fsdp_engine *e, int n)
+{
+    e->next_forward = malloc((size_t)n * sizeof *e->next_forward);
+    e->next_backward = malloc((size_t)n * sizeof *e->next_backward);
+    if (!e->next_forward || !e->next_backward) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; ++i) {
+        int f = -1, b = -1;
+        for (int k = 0; k < e->ngroups; ++k) {
+            const fsdp_group *g = &e->groups[k];
+            if (g->info->span_first > i && (f < 0 || g->info->span_first < e->groups[f].info->span_first)) f = k;
+            if (g->bwd_hi >= 0 && g->bwd_hi < i && (b < 0 || g->bwd_hi > e->groups[b].bwd_hi)) b = k;
+        }
+        e->next_forward[i] = f;
+        e->next_backward[i] = b;
+    }
+    return FSDP_OK;
 }
 
 
@@ -207,14 +212,15 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->reshard = e->cfg.reshard_after_forward;
     e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait;
     e->ngroups = e->plan.ngroups;
+    e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     if (!e->groups) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
-    fsdp_frozen_drop_deltas(e, net);
-    FSDP_TRY(fsdp_frozen_install(e, net));
+    FSDP_TRY(plan_prefetch(e, net->n));
+    fsdp_deltas_drop_unneeded(&e->plan, net);
+    FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     set_pool(e);
-    if (e->resume) FSDP_TRY(fsdp_ckpt_read(e, net));
     malloc_trim(0);
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
@@ -229,12 +235,13 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     return FSDP_OK;
 }
 
-/* ---- forward ------------------------------------------------------------- */
+/* ---- phases of a group ---------------------------------------------------- */
 
-static fsdp_status gather(fsdp_engine *e, fsdp_group *g, fsdp_flat *f, int backward)
+/* Unshard: gather a flat for compute, counting the bytes (backward gathers too). */
+static fsdp_status unshard(fsdp_engine *e, fsdp_group *g, fsdp_flat *f, int backward)
 {
     uint64_t bytes;
-    FSDP_TRY(fsdp_flat_gather(e, f, &bytes));
+    FSDP_TRY(fsdp_flat_unshard(&e->flat, f, &bytes));
     if (!bytes) return FSDP_OK;
     g->ag_bytes += bytes;
     e->bytes_ag += bytes;
@@ -242,31 +249,20 @@ static fsdp_status gather(fsdp_engine *e, fsdp_group *g, fsdp_flat *f, int backw
     return FSDP_OK;
 }
 
-/* shard_prefetch: start gathering the group whose span starts next while
- * this one computes.  One prefetch at a time keeps memory bounded. */
-static fsdp_status prefetch_forward(fsdp_engine *e, int i)
+/* shard_prefetch: start gathering the group that computes next while this
+ * one computes.  One prefetch at a time keeps memory bounded. */
+static fsdp_status prefetch(fsdp_engine *e, int k, int backward)
 {
-    fsdp_group *next = NULL;
-    for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_group *g = &e->groups[k];
-        if (g->info->span_first > i && (!next || g->info->span_first < next->info->span_first)) next = g;
-    }
-    if (!next) return FSDP_OK;
-    FSDP_TRY(fsdp_flat_gather_start(e, &next->train));
-    return fsdp_flat_gather_start(e, &next->frozen);
+    if (k < 0) return FSDP_OK;
+    fsdp_group *g = &e->groups[k];
+    FSDP_TRY(fsdp_flat_unshard_start(&e->flat, &g->train));
+    return !backward || g->frozen_bwd ? fsdp_flat_unshard_start(&e->flat, &g->frozen) : FSDP_OK;
 }
 
-/* The group whose backward comes next (the highest bwd_hi below i). */
-static fsdp_status prefetch_backward(fsdp_engine *e, int i)
+static void reshard(fsdp_engine *e, fsdp_group *g)
 {
-    fsdp_group *next = NULL;
-    for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_group *g = &e->groups[k];
-        if (g->bwd_hi >= 0 && g->bwd_hi < i && (!next || g->bwd_hi > next->bwd_hi)) next = g;
-    }
-    if (!next) return FSDP_OK;
-    FSDP_TRY(fsdp_flat_gather_start(e, &next->train));
-    return next->frozen_bwd ? fsdp_flat_gather_start(e, &next->frozen) : FSDP_OK;
+    fsdp_flat_reshard(&e->flat, &g->train);
+    fsdp_flat_reshard(&e->flat, &g->frozen);
 }
 
 /* Waits for the reduce-scatter in flight, if the backend started one. */
@@ -274,108 +270,111 @@ static fsdp_status finish_reduce(fsdp_engine *e)
 {
     fsdp_flat *f = e->rs_inflight;
     e->rs_inflight = NULL;
-    return f ? fsdp_flat_reduce_finish(e, f) : FSDP_OK;
+    return f ? fsdp_flat_reduce_wait(&e->flat, f) : FSDP_OK;
 }
 
-fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
+static fsdp_status pre_forward(fsdp_engine *e, fsdp_group *g)
 {
-    if (net != e->net) return FSDP_OK;
-    if (when == DN_BEFORE) {
-        /* Groups are numbered parent before child: outer groups gather first. */
-        for (int k = 0; k < e->ngroups; ++k) {
-            fsdp_group *g = &e->groups[k];
-            if (g->info->span_first != i) continue;
-            FSDP_TRY(gather(e, g, &g->train, 0));
-            FSDP_TRY(gather(e, g, &g->frozen, 0));
-        }
-        return e->prefetch ? prefetch_forward(e, i) : FSDP_OK;
-    }
-    for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_group *g = &e->groups[k];
-        if (g->info->span_last != i) continue;
-        int root = k == 0, training = net->train && g->bwd_hi >= 0;
-        /* Frozen parameters nobody needs in backward never stay. */
-        if (!training || !g->frozen_bwd || (!root && e->reshard)) fsdp_flat_release(e, &g->frozen);
-        if (!training || (!root && e->reshard)) fsdp_flat_release(e, &g->train);
-    }
-    return FSDP_OK;
+    FSDP_TRY(unshard(e, g, &g->train, 0));
+    return unshard(e, g, &g->frozen, 0);
 }
 
-/* ---- backward ------------------------------------------------------------ */
+/* After the group's span: what backward needs stays where the group keeps
+ * its parameters through the step; frozen parameters nobody needs in
+ * backward never stay. */
+static void post_forward(fsdp_engine *e, fsdp_group *g, int training)
+{
+    int needed = training && g->bwd_hi >= 0;
+    if (!needed || !g->frozen_bwd || !g->keep_after_forward) fsdp_flat_reshard(&e->flat, &g->frozen);
+    if (!needed || !g->keep_after_forward) fsdp_flat_reshard(&e->flat, &g->train);
+}
+
+/* Before the group's highest layer needing backward. */
+static fsdp_status pre_backward(fsdp_engine *e, fsdp_group *g, int i)
+{
+    FSDP_TRY(unshard(e, g, &g->train, 1));
+    if (g->frozen_bwd) FSDP_TRY(unshard(e, g, &g->frozen, 1));
+    FSDP_TRY(fsdp_flat_grad_point(&e->flat, &g->train));
+    return e->prefetch && e->reshard ? prefetch(e, e->next_backward[i], 1) : FSDP_OK;
+}
 
 static int last_micro_batch(const fsdp_engine *e, const network *net)
 {
     return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
 }
 
-int fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when)
+/* After the group's lowest layer needing backward: reduce the gradient
+ * once per update (one reduce-scatter in flight at a time). */
+static fsdp_status post_backward(fsdp_engine *e, fsdp_group *g, const network *net)
 {
-    if (net != e->net) return DN_OK;
-    if (!e->plan.need_bwd[i]) return DN_SKIP;
-    int k = e->plan.layer_group[i];
-    fsdp_group *g = &e->groups[k];
     fsdp_status s = FSDP_OK;
-    if (when == DN_BEFORE) {
-        if (i != g->bwd_hi) return DN_OK;
-        if ((s = gather(e, g, &g->train, 1)) == FSDP_OK && g->frozen_bwd) s = gather(e, g, &g->frozen, 1);
-        if (s == FSDP_OK) s = fsdp_flat_grad_begin(e, &g->train);
-        if (s == FSDP_OK && e->prefetch && e->reshard) s = prefetch_backward(e, i);
-        return s == FSDP_OK ? DN_OK : DN_ERR_RUNTIME;
-    }
-    if (i != g->bwd_lo) return DN_OK;
     if (last_micro_batch(e, net)) {
         uint64_t rs = 0, ar = 0;
         s = finish_reduce(e);
-        if (s == FSDP_OK) s = fsdp_flat_reduce(e, &g->train, &rs, &ar);
-        if (g->train.rs_source) e->rs_inflight = &g->train;
+        if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
+        if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = &g->train;
         g->rs_bytes += rs;
         g->ar_bytes += ar;
         e->bytes_rs += rs;
         e->bytes_ar += ar;
     } else {
-        fsdp_flat_grad_unpoint(e, &g->train);
+        fsdp_flat_grad_unpoint(&g->train);
     }
-    if (k != 0) {
-        fsdp_flat_release(e, &g->train);
-        fsdp_flat_release(e, &g->frozen);
+    if (g != &e->groups[0]) reshard(e, g);   /* the root keeps its parameters through the step */
+    return s;
+}
+
+/* ---- hooks: forward, backward ---------------------------------------------- */
+
+fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
+{
+    if (net != e->net) return FSDP_OK;
+    /* Groups are numbered parent before child: outer groups gather first. */
+    for (int k = 0; k < e->ngroups; ++k) {
+        fsdp_group *g = &e->groups[k];
+        if (when == DN_BEFORE && g->info->span_first == i) FSDP_TRY(pre_forward(e, g));
+        if (when == DN_AFTER && g->info->span_last == i) post_forward(e, g, net->train);
     }
-    return s == FSDP_OK ? DN_OK : DN_ERR_RUNTIME;
+    return when == DN_BEFORE && e->prefetch ? prefetch(e, e->next_forward[i], 0) : FSDP_OK;
+}
+
+fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, int *skip)
+{
+    *skip = 0;
+    if (net != e->net) return FSDP_OK;
+    if (!e->plan.need_bwd[i]) {
+        *skip = 1;
+        return FSDP_OK;
+    }
+    fsdp_group *g = &e->groups[e->plan.layer_group[i]];
+    if (when == DN_BEFORE) return i == g->bwd_hi ? pre_backward(e, g, i) : FSDP_OK;
+    return i == g->bwd_lo ? post_backward(e, g, net) : FSDP_OK;
 }
 
 /* ---- update -------------------------------------------------------------- */
 
 static void step_flat(const fsdp_engine *e, fsdp_flat *f, const update_args *a)
 {
+    const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
     for (int r = 0; r < f->nruns; ++r) {
         const fsdp_run *run = &f->runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
-        float *w = f->own + run->off, *m = f->m + run->off, *v = f->v ? f->v + run->off : NULL;
-        const float *gr = f->has_grad ? f->gown + run->off : NULL;
-#ifdef GPU
-        if (e->mem.device) {
-            if (a->adam) fsdp_adam_gpu(w, m, v, gr, run->len, &o);
-            else fsdp_sgd_gpu(w, m, gr, run->len, run->is_weight, &o);
-            continue;
-        }
-#endif
-        if (a->adam) fsdp_adam(w, m, v, gr, run->len, &o);
-        else fsdp_sgd(w, m, gr, run->len, run->is_weight, &o);
+        fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
+                        grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
     }
 }
 
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
 {
     FSDP_TRY(finish_reduce(e));
-#ifdef GPU
-    if (e->mem.device) FSDP_TRY(fsdp_kernels_status());
-#endif
+    FSDP_TRY(fsdp_optim_status(e->mem.device));   /* a kernel of the backward that failed */
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];
         fsdp_flat *f = &g->train;
         if (f->nt) {
             step_flat(e, f, a);
-            fsdp_flat_drop_grad(e, f);
+            fsdp_flat_grad_spent(&e->flat, f);
             if (e->strategy == FSDP_SHARD_GRAD_OP) {
                 /* Replicated parameters: every rank takes every updated shard
                  * (a world of one updated its replica in place). */
@@ -385,8 +384,7 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
             }
         }
         /* Gathered parameters are stale now (the root's, kept through the step). */
-        fsdp_flat_release(e, &g->train);
-        fsdp_flat_release(e, &g->frozen);
+        reshard(e, g);
     }
     return FSDP_OK;
 }
@@ -413,10 +411,10 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
     for (int k = 0; k < 2; ++k) {
         if (when == DN_BEFORE) {
             uint64_t bytes;
-            FSDP_TRY(fsdp_flat_save_begin(e, fl[k], &bytes));
+            FSDP_TRY(fsdp_flat_save_begin(&e->flat, fl[k], &bytes));
             e->bytes_ckpt += bytes;
         } else if (last) {
-            fsdp_flat_save_end(e, fl[k]);
+            fsdp_flat_save_end(&e->flat, fl[k]);
         }
     }
     return FSDP_OK;
@@ -425,10 +423,9 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
 fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)
 {
     if (net != e->net) return FSDP_OK;
-    if (e->checkpoint) FSDP_TRY(fsdp_ckpt_write(e, net, file));
     for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_flat_save_end(e, &e->groups[k].train);
-        fsdp_flat_save_end(e, &e->groups[k].frozen);
+        fsdp_flat_save_end(&e->flat, &e->groups[k].train);
+        fsdp_flat_save_end(&e->flat, &e->groups[k].frozen);
     }
     return FSDP_OK;
 }

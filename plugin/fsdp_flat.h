@@ -1,44 +1,131 @@
-/* fsdp_flat.h: one flat parameter buffer of a group (see fsdp_engine.h):
- * layout, re-pointing Darknet's arrays, gather, release, gradient reduction. */
+/* fsdp_flat.h: one flat parameter buffer of a group (its trainable or its
+ * frozen parameters): layout, re-pointing Darknet's arrays, and the phases
+ * that move it between states.
+ *
+ * Parameters are in one of three states:
+ *   SHARDED    only `own` (this rank's equal, zero-padded part) is held;
+ *              the layers' parameter pointers are NULL.
+ *   GATHERING  an all-gather into `pending` was started (prefetch) and not
+ *              yet waited for; the layers' pointers are still NULL.
+ *   GATHERED   `full` holds every rank's part and the layers point into it.
+ *              A replicated flat (not `sharded`) is GATHERED for life.
+ * Gradients (trainable flats) are in one of four:
+ *   NONE          no gradient this update.
+ *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
+ *                 the layers' gradient pointers point into it while the
+ *                 group runs backward (grad_point / grad_unpoint).
+ *   REDUCING      a reduce-scatter from `rs_source` into `gown` was started
+ *                 and not yet waited for; `rs_source` lives until then.
+ *   REDUCED       `gown` holds this rank's part of the summed gradient.
+ * Invariants: a world of one gathers nothing (`full` is `own`); `pending`
+ * and `rs_source` are only written by the backend while GATHERING and
+ * REDUCING, so nothing frees them before the wait; the optimizer sees
+ * NONE or REDUCED only; freeing a flat first waits for whatever is in
+ * flight. */
 #ifndef FSDP_FLAT_H
 #define FSDP_FLAT_H
 
-#include "fsdp_engine.h"
+#include <stdint.h>
+#include "fsdp.h"
+#include "fsdp_backend.h"
+#include "fsdp_layers.h"
+#include "fsdp_mem.h"
 
-/* Lays out tensors t[0..nt) (copied) for the engine's strategy and world;
- * sharded = the flat is sharded (else replicated); state = it gets
- * optimizer state.  Packs Darknet's current values, makes every rank take
- * rank 0's, keeps this rank's part and frees Darknet's arrays. */
-fsdp_status fsdp_flat_setup(fsdp_engine *e, fsdp_flat *f, const fsdp_tensor *t, int nt, int sharded,
-                            int state);
-void fsdp_flat_free(fsdp_engine *e, fsdp_flat *f);
+/* What a flat needs from the engine: where buffers live and who moves them. */
+typedef struct fsdp_flat_ctx {
+    const fsdp_mem_ctx *mem;
+    fsdp_backend *be;    /* host collectives (setup's broadcast); rank and world */
+    fsdp_backend *dbe;   /* collectives on the flat's buffers (be, or a device backend) */
+} fsdp_flat_ctx;
 
-/* All-gather a sharded flat (no-op if gathered or replicated); *bytes gets
- * the bytes of the full buffer, 0 if nothing was gathered.  A world of one
- * gathers nothing: the shard is the buffer (the bytes still count). */
-fsdp_status fsdp_flat_gather(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes);
-void fsdp_flat_release(fsdp_engine *e, fsdp_flat *f);
-/* Starts gathering a sharded flat without making Darknet's stream wait
- * (prefetch); fsdp_flat_gather then waits for it.  No-op where the backend
- * cannot start collectives, in a world of one, or if gathered already. */
-fsdp_status fsdp_flat_gather_start(fsdp_engine *e, fsdp_flat *f);
+/* How a flat is kept. */
+typedef struct fsdp_flat_kind {
+    int sharded;   /* parameters live only as shards between uses (`full`) */
+    int state;     /* trainable: gets gradients and optimizer state */
+    int whole;     /* `none`: every rank updates the whole replica (all-reduce) */
+    int adam;      /* optimizer state holds Adam's second moment too */
+} fsdp_flat_kind;
 
-/* Gradients: a zeroed full-size buffer on first use; the layers' gradient
- * pointers point into it. */
-fsdp_status fsdp_flat_grad_begin(fsdp_engine *e, fsdp_flat *f);
-void fsdp_flat_grad_unpoint(fsdp_engine *e, fsdp_flat *f);
-/* Reduce-scatter (sharded state) or all-reduce (`none`) the gradient into
- * gown and free the full-size buffer; *rs / *ar get the bytes. */
-fsdp_status fsdp_flat_reduce(fsdp_engine *e, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
-/* Waits for a reduce-scatter the backend started asynchronously and frees
- * the gradient buffer it read (no-op when none is in flight). */
-fsdp_status fsdp_flat_reduce_finish(fsdp_engine *e, fsdp_flat *f);
-/* After the update: the reduced gradient is spent. */
-void fsdp_flat_drop_grad(fsdp_engine *e, fsdp_flat *f);
+typedef enum { FSDP_FLAT_SHARDED = 0, FSDP_FLAT_GATHERING, FSDP_FLAT_GATHERED } fsdp_flat_state;
+typedef enum { FSDP_GRAD_NONE = 0, FSDP_GRAD_ACCUMULATING, FSDP_GRAD_REDUCING, FSDP_GRAD_REDUCED } fsdp_grad_state;
 
-/* Around saving a group's layers: gather if sharded (*bytes as above) and,
+/* A stretch of the rank's own part of a flat buffer that one optimizer call
+ * covers: one tensor's intersection with the shard. */
+typedef struct fsdp_run {
+    size_t off;          /* in the own buffer */
+    size_t len;
+    int is_weight;
+    layer *owner;        /* for its learning_rate scale */
+} fsdp_run;
+
+typedef struct fsdp_flat {
+    fsdp_flat_kind kind;
+    fsdp_flat_state state;
+    fsdp_grad_state grad_state;
+    fsdp_tensor *t;      /* tensors in layout order */
+    float ***data_at;    /* per tensor: the layer's array the run computes with (host or device) */
+    float ***grad_at;    /* per tensor: its gradient array */
+    size_t *off;         /* their offsets in the full buffer */
+    int nt;
+    size_t count;        /* floats laid out: the tensors and, on the device, the gaps aligning them */
+    size_t params;       /* the tensors' floats alone */
+    size_t shard;        /* floats per rank (padded); full buffer = world * shard */
+    size_t nfull;        /* floats in a full (parameter or gradient) buffer */
+    size_t own_count;    /* floats this rank updates: shard, or count under `none` */
+    int own_in_full;     /* own points into the replicated full buffer (grad_op, none) */
+    float *own;          /* this rank's parameters (shard, or the replica) */
+    float *full;         /* gathered parameters (GATHERED) */
+    float *pending;      /* the all-gather's destination (GATHERING), ticket gather_ticket */
+    int gather_ticket;
+    float *grad;         /* full-size gradient (ACCUMULATING) */
+    float *rs_source;    /* what a reduce-scatter in flight reads (REDUCING), ticket rs_ticket */
+    int rs_ticket;
+    float *gown;         /* reduced gradient for own (REDUCING: being written; REDUCED) */
+    float *m, *v;        /* optimizer state for own (trainable only) */
+    int gathered_for_save;
+    float *save_grad;    /* GPU runs: scratch gradients Darknet's pull reads while saving */
+    fsdp_run *runs;
+    int nruns;
+    size_t state_bytes;  /* this rank's bytes of parameters and optimizer state */
+    size_t bcast_bytes;  /* broadcast at setup */
+} fsdp_flat;
+
+/* Lays out tensors t[0..nt) (copied) for the context's world; packs
+ * Darknet's current values, makes every rank take rank 0's, keeps this
+ * rank's part and frees Darknet's arrays.  A sharded flat starts SHARDED, a
+ * replicated one GATHERED. */
+fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tensor *t, int nt,
+                            fsdp_flat_kind kind);
+void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f);
+
+/* SHARDED -> GATHERING: starts the all-gather without making Darknet's
+ * stream wait (prefetch).  No-op where the backend cannot start
+ * collectives, in a world of one, or in any other state. */
+fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f);
+/* SHARDED or GATHERING -> GATHERED, waiting for a started all-gather;
+ * *bytes gets the full buffer's bytes, 0 when it was GATHERED already (a
+ * world of one moves nothing but counts the bytes). */
+fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes);
+/* GATHERED -> SHARDED for sharded flats; replicated ones stay. */
+void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f);
+
+/* Pre-backward: -> ACCUMULATING (a zeroed full-size buffer on first use)
+ * and the layers' gradient pointers into it. */
+fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f);
+/* Between micro-batches: the layers stop pointing at the gradient. */
+void fsdp_flat_grad_unpoint(fsdp_flat *f);
+/* Post-backward of the last micro-batch: ACCUMULATING -> REDUCING (the
+ * backend started a reduce-scatter) or REDUCED (reduce-scatter, or
+ * all-reduce under `none`); *rs / *ar get the bytes. */
+fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
+/* REDUCING -> REDUCED; no-op in any other state. */
+fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
+/* After the update: REDUCED -> NONE. */
+void fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);
+
+/* Around saving a group's layers: unshard if sharded (*bytes as above) and,
  * on GPU runs, give Darknet's pull_*_layer gradient arrays to copy. */
-fsdp_status fsdp_flat_save_begin(fsdp_engine *e, fsdp_flat *f, uint64_t *bytes);
-void fsdp_flat_save_end(fsdp_engine *e, fsdp_flat *f);
+fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes);
+void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f);
 
 #endif

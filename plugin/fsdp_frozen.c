@@ -5,144 +5,170 @@
 #include "fsdp_frozen.h"
 #include "fsdp_kernels.h"
 
-/* Darknet calls layer functions without a context; the wrappers find the
- * engine here (one engine per process). */
-static fsdp_engine *the_engine;
-
-static void frozen_forward(layer l, network net)
+/* Whether a recurrent layer's sub-layers normalize their batches. */
+static int recurrent_batch_norm(const layer *l)
 {
-    net.train = 0;   /* batch norm uses and keeps its rolling statistics; no dropout */
-    the_engine->orig_forward[net.index](l, net);
+    switch (l->type) {
+    case RNN:
+    case CRNN: return l->input_layer && l->input_layer->batch_normalize;
+    case GRU: return l->uz && l->uz->batch_normalize;
+    case LSTM: return l->uf && l->uf->batch_normalize;
+    default: return 0;
+    }
 }
 
+/* A frozen layer with trainable layers below it passes gradients back with
+ * its gradient buffers gone (NULL).  Darknet's convolutional and connected
+ * layers skip those (patches 0007, 0013), batch norm is the plugin's own
+ * (below); deconvolutional and local layers would write through
+ * NULL, and recurrent layers with batch norm would run their sub-layers'
+ * training-mode batch-norm backward (NULL gradients, statistics the
+ * inference-mode forward never made).  Refused rather than patched: no
+ * probe freezes those above a trained layer. */
+fsdp_status fsdp_frozen_check_plan(const fsdp_layout_plan *p, const fsdp_cfg *cfg, const network *net)
+{
+    for (int i = 0; i < p->nlayers; ++i) {
+        const layer *l = &net->layers[i];
+        if (!p->frozen[i] || !p->need_bwd[i]) continue;
+        const char *what = l->type == LOCAL ? "local" : l->type == DECONVOLUTIONAL ? "deconvolutional"
+                         : recurrent_batch_norm(l) ? "recurrent, with batch_normalize" : NULL;
+        if (!what) continue;
+        return fsdp_fail(FSDP_ERR_CONFIG,
+                         "%s:%d: layer %d (%s) is frozen but has trainable layers below it, so it "
+                         "must pass gradients back: darknet-fsdp does that for frozen convolutional, "
+                         "connected, batch-norm and plain recurrent layers only; unfreeze it or freeze "
+                         "the layers below", cfg->file ? cfg->file : "cfg", cfg->layers[i].frozen_line, i,
+                         what);
+    }
+    return FSDP_OK;
+}
+
+/* Darknet calls layer functions without a context; the wrappers find the
+ * layers' own functions here (one network per process). */
+static fsdp_layer_fns *the_orig;
+
+/* The arithmetic a frozen layer's backward needs, on host or device arrays. */
+typedef struct frozen_math {
+    void (*gradient)(float *output, int n, ACTIVATION a, float *delta);
+    /* delta[b][c][s] *= scales[c] / (the rolling standard deviation Darknet's forward divided by) */
+    void (*bn_delta)(float *delta, const float *scales, const float *rolling_variance, int batch,
+                     int channels, int spatial);
+    void (*add)(int n, float *x, float *y);   /* y += x */
+} frozen_math;
+
+static void host_gradient(float *output, int n, ACTIVATION a, float *delta) { gradient_array(output, n, a, delta); }
+static void host_add(int n, float *x, float *y) { axpy_cpu(n, 1, x, 1, y, 1); }
+/* Darknet's CPU forward normalizes by sqrt(var) + .000001f. */
+static void host_bn_delta(float *delta, const float *scales, const float *rolling_variance, int batch,
+                          int channels, int spatial)
+{
+    for (int b = 0; b < batch; ++b)
+        for (int c = 0; c < channels; ++c) {
+            float k = scales[c] / (sqrtf(rolling_variance[c]) + .000001f);
+            float *d = delta + ((size_t)b * channels + c) * spatial;
+            for (int s = 0; s < spatial; ++s) d[s] *= k;
+        }
+}
+static const frozen_math host_math = { host_gradient, host_bn_delta, host_add };
+
+#ifdef GPU
+static void device_add(int n, float *x, float *y) { axpy_gpu(n, 1, x, 1, y, 1); }
+static const frozen_math device_math = { gradient_array_gpu, fsdp_bn_inference_delta_gpu, device_add };
+#endif
+
+/* What a frozen layer's backward touches, host or device. */
+typedef struct frozen_arrays {
+    const frozen_math *math;
+    float *output, *delta, *scales, *rolling_variance, *input_delta;
+    void (*own_backward)(struct layer, struct network);
+} frozen_arrays;
+
 /* Backward through a frozen layer whose batch norm ran in inference mode:
- * y = act(scale * (x - rolling_mean) / (sqrt(rolling_var) + eps) + bias), so
- * the delta is scaled per channel; the rest is the layer's own backward with
- * no batch norm and no gradient buffers (NULL: skipped, see patches/0007). */
-static void frozen_backward(layer l, network net)
+ * y = act(scale * (x - rolling_mean) / sd(rolling_var) + bias), so the delta
+ * is scaled per channel; the rest is the layer's own backward with no batch
+ * norm and no gradient buffers (NULL: skipped, see patches/0007 and 0013). */
+static void frozen_backward_with(layer l, network net, const frozen_arrays *a)
 {
     /* Forward was the identity (no dropout outside training), and dropout
      * shares its input's delta: backward is nothing.  Darknet's own would
      * apply the mask of an earlier training forward. */
     if (l.type == DROPOUT) return;
     if (l.batch_normalize || l.type == BATCHNORM) {
-        int spatial = l.out_w * l.out_h, channels = l.out_c;
-        if (l.type != BATCHNORM) gradient_array(l.output, l.outputs * l.batch, l.activation, l.delta);
-        for (int b = 0; b < l.batch; ++b)
-            for (int c = 0; c < channels; ++c) {
-                float k = l.scales[c] / (sqrtf(l.rolling_variance[c]) + .000001f);
-                float *d = l.delta + ((size_t)b * channels + c) * spatial;
-                for (int s = 0; s < spatial; ++s) d[s] *= k;
-            }
+        int n = l.outputs * l.batch;
+        if (l.type != BATCHNORM) a->math->gradient(a->output, n, l.activation, a->delta);
+        a->math->bn_delta(a->delta, a->scales, a->rolling_variance, l.batch, l.out_c, l.out_w * l.out_h);
         if (l.type == BATCHNORM) {
-            if (net.delta) axpy_cpu(l.outputs * l.batch, 1, l.delta, 1, net.delta, 1);
+            if (a->input_delta) a->math->add(n, a->delta, a->input_delta);
             return;
         }
         l.batch_normalize = 0;
         l.activation = LINEAR;
     }
-    the_engine->orig_backward[net.index](l, net);
+    a->own_backward(l, net);
+}
+
+static void frozen_forward(layer l, network net)
+{
+    net.train = 0;   /* batch norm uses and keeps its rolling statistics; no dropout */
+    the_orig[net.index].forward(l, net);
+}
+
+static void frozen_backward(layer l, network net)
+{
+    frozen_arrays a = { &host_math, l.output, l.delta, l.scales, l.rolling_variance, net.delta,
+                        the_orig[net.index].backward };
+    frozen_backward_with(l, net, &a);
 }
 
 #ifdef GPU
 static void frozen_forward_gpu(layer l, network net)
 {
     net.train = 0;
-    the_engine->orig_forward_gpu[net.index](l, net);
+    the_orig[net.index].forward_gpu(l, net);
 }
 
 static void frozen_backward_gpu(layer l, network net)
 {
-    if (l.type == DROPOUT) return;   /* as in frozen_backward */
-    if (l.batch_normalize || l.type == BATCHNORM) {
-        if (l.type != BATCHNORM) gradient_array_gpu(l.output_gpu, l.outputs * l.batch, l.activation, l.delta_gpu);
-        fsdp_bn_inference_delta_gpu(l.delta_gpu, l.scales_gpu, l.rolling_variance_gpu, l.batch, l.out_c,
-                                    l.out_w * l.out_h);
-        if (l.type == BATCHNORM) {
-            if (net.delta_gpu) axpy_gpu(l.outputs * l.batch, 1, l.delta_gpu, 1, net.delta_gpu, 1);
-            return;
-        }
-        l.batch_normalize = 0;
-        l.activation = LINEAR;
-    }
-    the_engine->orig_backward_gpu[net.index](l, net);
+    frozen_arrays a = { &device_math, l.output_gpu, l.delta_gpu, l.scales_gpu, l.rolling_variance_gpu,
+                        net.delta_gpu, the_orig[net.index].backward_gpu };
+    frozen_backward_with(l, net, &a);
 }
 #endif
 
-/* Layers that need no backward keep no delta buffer, and the first trainable
- * layer then computes no delta into them (net.delta is NULL).  Kept: deltas a
- * loss layer writes in forward, and deltas a route or shortcut that needs
- * backward writes into.  Dropout shares its input's delta, so a buffer is
- * freed only when no layer that keeps it points at it. */
-void fsdp_frozen_drop_deltas(fsdp_engine *e, network *net)
+fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_layer_fns **orig)
 {
-    int n = net->n;
-    unsigned char *keep = calloc((size_t)n, 1);
-    if (!keep) return;
-    for (int i = 0; i < n; ++i) {
-        layer *l = &net->layers[i];
-        if (e->plan.need_bwd[i] || fsdp_layer_writes_delta_in_forward(l)) keep[i] = 1;
-        /* A standalone batch norm copies its delta into its input's
-         * unchecked: a trainable one on a frozen prefix needs that buffer. */
-        if (l->type == BATCHNORM && e->plan.need_bwd[i] && i > 0) keep[i - 1] = 1;
-        /* rnn and crnn share their output sub-layer's delta and zero it in
-         * every forward, backward or not. */
-        if (l->type == RNN || l->type == CRNN) keep[i] = 1;
-        if ((l->type == ROUTE || l->type == SHORTCUT) && e->plan.need_bwd[i]) {
-            int in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
-            for (int j = 0; j < k; ++j) if (in[j] >= 0) keep[in[j]] = 1;
-        }
-    }
-    for (int i = 0; i < n; ++i) {
-        float *d = net->layers[i].delta;
-        if (keep[i] || !d) continue;
-        int shared = 0;
-        for (int j = 0; j < n; ++j) if (keep[j] && net->layers[j].delta == d) shared = 1;
-        if (shared) continue;
-        for (int j = 0; j < n; ++j) if (net->layers[j].delta == d) net->layers[j].delta = NULL;
-        free(d);
-    }
-#ifdef GPU
-    for (int i = 0; i < n; ++i) {
-        float *d = net->layers[i].delta_gpu;
-        if (keep[i] || !d) continue;
-        int shared = 0;
-        for (int j = 0; j < n; ++j) if (keep[j] && net->layers[j].delta_gpu == d) shared = 1;
-        if (shared) continue;
-        for (int j = 0; j < n; ++j) if (net->layers[j].delta_gpu == d) net->layers[j].delta_gpu = NULL;
-        cuda_free(d);
-    }
-#endif
-    free(keep);
-}
-
-fsdp_status fsdp_frozen_install(fsdp_engine *e, network *net)
-{
-    the_engine = e;
-    size_t n = (size_t)net->n;
-    e->orig_forward = calloc(n, sizeof *e->orig_forward);
-    e->orig_backward = calloc(n, sizeof *e->orig_backward);
-    if (!e->orig_forward || !e->orig_backward) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-#ifdef GPU
-    e->orig_forward_gpu = calloc(n, sizeof *e->orig_forward_gpu);
-    e->orig_backward_gpu = calloc(n, sizeof *e->orig_backward_gpu);
-    if (!e->orig_forward_gpu || !e->orig_backward_gpu) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-#endif
+    fsdp_layer_fns *o = calloc((size_t)net->n, sizeof *o);
+    if (!o) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) {
         layer *l = &net->layers[i];
-        e->orig_forward[i] = l->forward;
-        e->orig_backward[i] = l->backward;
+        o[i].forward = l->forward;
+        o[i].backward = l->backward;
 #ifdef GPU
-        e->orig_forward_gpu[i] = l->forward_gpu;
-        e->orig_backward_gpu[i] = l->backward_gpu;
+        o[i].forward_gpu = l->forward_gpu;
+        o[i].backward_gpu = l->backward_gpu;
 #endif
-        if (!e->plan.frozen[i]) continue;
+        if (!p->frozen[i]) continue;
         l->forward = frozen_forward;
-        if (e->plan.need_bwd[i]) l->backward = frozen_backward;
+        if (p->need_bwd[i]) l->backward = frozen_backward;
 #ifdef GPU
         l->forward_gpu = frozen_forward_gpu;
-        if (e->plan.need_bwd[i]) l->backward_gpu = frozen_backward_gpu;
+        if (p->need_bwd[i]) l->backward_gpu = frozen_backward_gpu;
 #endif
     }
+    the_orig = *orig = o;
     return FSDP_OK;
+}
+
+void fsdp_frozen_uninstall(network *net, fsdp_layer_fns *orig)
+{
+    for (int i = 0; i < net->n && orig; ++i) {
+        net->layers[i].forward = orig[i].forward;
+        net->layers[i].backward = orig[i].backward;
+#ifdef GPU
+        net->layers[i].forward_gpu = orig[i].forward_gpu;
+        net->layers[i].backward_gpu = orig[i].backward_gpu;
+#endif
+    }
+    if (orig == the_orig) the_orig = NULL;
+    free(orig);
 }

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_groups.h"
+#include "fsdp_frozen.h"
 #include "fsdp_layers.h"
 
 static int find_group(const fsdp_layout_plan *p, const char *name)
@@ -126,44 +127,6 @@ static void backward_analysis(fsdp_layout_plan *p, network *net)
     }
 }
 
-/* Whether a recurrent layer's sub-layers normalize their batches. */
-static int recurrent_batch_norm(const layer *l)
-{
-    switch (l->type) {
-    case RNN:
-    case CRNN: return l->input_layer && l->input_layer->batch_normalize;
-    case GRU: return l->uz && l->uz->batch_normalize;
-    case LSTM: return l->uf && l->uf->batch_normalize;
-    default: return 0;
-    }
-}
-
-/* A frozen layer with trainable layers below it passes gradients back with
- * its gradient buffers gone (NULL).  Darknet's convolutional and connected
- * layers skip those (patches 0007, 0013), batch norm is the plugin's own
- * (fsdp_frozen.c); deconvolutional and local layers would write through
- * NULL, and recurrent layers with batch norm would run their sub-layers'
- * training-mode batch-norm backward (NULL gradients, statistics the
- * inference-mode forward never made).  Refused rather than patched: no
- * probe freezes those above a trained layer. */
-static fsdp_status check_frozen_backward(const fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net)
-{
-    for (int i = 0; i < p->nlayers; ++i) {
-        const layer *l = &net->layers[i];
-        if (!p->frozen[i] || !p->need_bwd[i]) continue;
-        const char *what = l->type == LOCAL ? "local" : l->type == DECONVOLUTIONAL ? "deconvolutional"
-                         : recurrent_batch_norm(l) ? "recurrent, with batch_normalize" : NULL;
-        if (!what) continue;
-        return fsdp_fail(FSDP_ERR_CONFIG,
-                         "%s:%d: layer %d (%s) is frozen but has trainable layers below it, so it "
-                         "must pass gradients back: darknet-fsdp does that for frozen convolutional, "
-                         "connected, batch-norm and plain recurrent layers only; unfreeze it or freeze "
-                         "the layers below", cfg->file ? cfg->file : "cfg", cfg->layers[i].frozen_line, i,
-                         what);
-    }
-    return FSDP_OK;
-}
-
 fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net)
 {
     memset(p, 0, sizeof *p);
@@ -182,7 +145,7 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
                          cfg->file ? cfg->file : "cfg", cfg->nlayers - 1, n);
     for (int i = 0; i < n; ++i) {
         fsdp_tensor t[FSDP_MAX_TENSORS];
-        int nt = fsdp_layer_tensors(&net->layers[i], i, t);
+        int nt = fsdp_layer_tensors(&net->layers[i], t);
         for (int k = 0; k < nt; ++k) p->layer_params[i] += t[k].count;
         p->frozen[i] = (unsigned char)(i < cfg->nlayers && cfg->layers[i].frozen);
         p->trainable[i] = (unsigned char)(nt > 0 && !p->frozen[i]);
@@ -190,7 +153,7 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
     FSDP_TRY(assign_groups(p, cfg));
     FSDP_TRY(check_nesting(p, cfg));
     backward_analysis(p, net);
-    return check_frozen_backward(p, cfg, net);
+    return fsdp_frozen_check_plan(p, cfg, net);
 }
 
 void fsdp_plan_free(fsdp_layout_plan *p)

@@ -11,7 +11,7 @@
 #endif
 #define ADD(o, d, g, cnt, w) \
     add(out, n, (fsdp_tensor){ .owner = (o), .data = &(o)->d, .grad = &(o)->g, .count = (cnt), \
-                               .is_weight = (w), .layer = index ADD_GPU(o, d, g) })
+                               .is_weight = (w) ADD_GPU(o, d, g) })
 
 static int add(fsdp_tensor *out, int n, fsdp_tensor t)
 {
@@ -21,7 +21,7 @@ static int add(fsdp_tensor *out, int n, fsdp_tensor t)
 }
 
 /* weights, biases, and batch-norm scales of a convolutional-like layer. */
-static int conv_like(layer *l, int index, size_t nweights, size_t nbiases, fsdp_tensor *out, int n)
+static int conv_like(layer *l, size_t nweights, size_t nbiases, fsdp_tensor *out, int n)
 {
     n = ADD(l, weights, weight_updates, nweights, 1);
     n = ADD(l, biases, bias_updates, nbiases, 0);
@@ -30,54 +30,63 @@ static int conv_like(layer *l, int index, size_t nweights, size_t nbiases, fsdp_
     return n;
 }
 
-static int sub_connected(layer *s, int index, fsdp_tensor *out, int n)
+static int sub_connected(layer *s, fsdp_tensor *out, int n)
 {
-    return conv_like(s, index, (size_t)s->inputs * s->outputs, (size_t)s->outputs, out, n);
+    return conv_like(s, (size_t)s->inputs * s->outputs, (size_t)s->outputs, out, n);
 }
 
-static int sub_conv(layer *s, int index, fsdp_tensor *out, int n)
+static int sub_conv(layer *s, fsdp_tensor *out, int n)
 {
-    return conv_like(s, index, (size_t)s->nweights, (size_t)s->n, out, n);
+    return conv_like(s, (size_t)s->nweights, (size_t)s->n, out, n);
 }
 
-int fsdp_layer_tensors(layer *l, int index, fsdp_tensor *out)
+int fsdp_layer_tensors(layer *l, fsdp_tensor *out)
 {
     int n = 0;
     switch (l->type) {
     case CONVOLUTIONAL:
     case DECONVOLUTIONAL:
-        return sub_conv(l, index, out, 0);
+        return sub_conv(l, out, 0);
     case CONNECTED:
-        return sub_connected(l, index, out, 0);
+        return sub_connected(l, out, 0);
     case LOCAL: {
         size_t locations = (size_t)l->out_w * l->out_h;
-        return conv_like(l, index, (size_t)l->size * l->size * l->c * l->n * locations,
+        return conv_like(l, (size_t)l->size * l->size * l->c * l->n * locations,
                          (size_t)l->outputs, out, 0);
     }
     case BATCHNORM:
         n = ADD(l, scales, scale_updates, (size_t)l->c, 0);
         return ADD(l, biases, bias_updates, (size_t)l->c, 0);
     case RNN:
-        n = sub_connected(l->input_layer, index, out, n);
-        n = sub_connected(l->self_layer, index, out, n);
-        return sub_connected(l->output_layer, index, out, n);
+        n = sub_connected(l->input_layer, out, n);
+        n = sub_connected(l->self_layer, out, n);
+        return sub_connected(l->output_layer, out, n);
     case CRNN:
-        n = sub_conv(l->input_layer, index, out, n);
-        n = sub_conv(l->self_layer, index, out, n);
-        return sub_conv(l->output_layer, index, out, n);
+        n = sub_conv(l->input_layer, out, n);
+        n = sub_conv(l->self_layer, out, n);
+        return sub_conv(l->output_layer, out, n);
     case GRU: {
         layer *subs[] = { l->uz, l->wz, l->ur, l->wr, l->uh, l->wh };
-        for (int i = 0; i < 6; ++i) n = sub_connected(subs[i], index, out, n);
+        for (int i = 0; i < 6; ++i) n = sub_connected(subs[i], out, n);
         return n;
     }
     case LSTM: {
         layer *subs[] = { l->wf, l->wi, l->wg, l->wo, l->uf, l->ui, l->ug, l->uo };
-        for (int i = 0; i < 8; ++i) n = sub_connected(subs[i], index, out, n);
+        for (int i = 0; i < 8; ++i) n = sub_connected(subs[i], out, n);
         return n;
     }
     default:
         return 0;
     }
+}
+
+float **fsdp_tensor_array(const fsdp_tensor *t, int device, int grad)
+{
+#ifdef GPU
+    if (device) return grad ? t->grad_gpu : t->data_gpu;
+#endif
+    (void)device;
+    return grad ? t->grad : t->data;
 }
 
 int fsdp_layer_inputs(const network *net, int index, int *in)

@@ -18,14 +18,18 @@ typedef struct fsdp_tensor {
 #endif
     size_t count;
     int is_weight;     /* SGD decays weights only (biases, scales: none) */
-    int layer;         /* index of the top-level layer in the network */
 } fsdp_tensor;
 
 #define FSDP_MAX_TENSORS 32
 
 /* Fills out[] with layer l's parameter tensors; returns how many (0 for
  * layers without parameters). */
-int fsdp_layer_tensors(layer *l, int index, fsdp_tensor *out);
+int fsdp_layer_tensors(layer *l, fsdp_tensor *out);
+
+/* The array of t a run computes with: the host one, or on a device run
+ * its *_gpu twin (the host arrays stay Darknet's, for loading and saving);
+ * grad selects the gradient. */
+float **fsdp_tensor_array(const fsdp_tensor *t, int device, int grad);
 
 /* Fills in[] with the indexes of the layers whose outputs layer `index`
  * reads; returns how many (at most FSDP_MAX_INPUTS). */

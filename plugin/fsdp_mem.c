@@ -5,6 +5,9 @@
 #include <string.h>
 #include "fsdp_mem.h"
 #include "fsdp_cuda.h"
+#ifdef GPU
+#include "darknet.h"   /* cuda_free */
+#endif
 
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
 {
@@ -90,6 +93,18 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
         return;
     }
     free(p);
+}
+
+void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array)
+{
+#ifdef GPU
+    /* Darknet's cuda_make_array memory: its own cuda_free. */
+    if (m->device && *array) cuda_free(*array);
+    else
+#endif
+        free(*array);
+    (void)m;
+    *array = NULL;
 }
 
 /* Host memory to or from a buffer of this kind. */

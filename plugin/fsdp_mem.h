@@ -45,6 +45,10 @@ void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);
 /* n floats; zeroed if zero.  NULL (with a message) when out of memory. */
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
+/* Frees an array Darknet allocated in this kind of memory (a layer's own
+ * weights or gradients, taken over by the engine) and sets it to NULL. */
+void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array);
+
 /* n floats from host memory into a buffer of this kind. */
 fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
 

@@ -1,5 +1,6 @@
 #include <math.h>
 #include "fsdp_optim.h"
+#include "fsdp_kernels.h"
 
 void fsdp_sgd(float *w, float *m, const float *g, size_t n, int decays, const fsdp_optim_args *a)
 {
@@ -27,4 +28,28 @@ void fsdp_adam(float *w, float *m, float *v, const float *g, size_t n, const fsd
         v[i] = vi;
         w[i] = w[i] + a->learning_rate * (mi / c1) / (sqrtf(vi / c2) + a->eps);
     }
+}
+
+void fsdp_optim_step(int device, float *w, float *m, float *v, const float *g, size_t n, int decays,
+                     const fsdp_optim_args *a)
+{
+#ifdef GPU
+    if (device) {
+        if (a->adam) fsdp_adam_gpu(w, m, v, g, n, a);
+        else fsdp_sgd_gpu(w, m, g, n, decays, a);
+        return;
+    }
+#endif
+    (void)device;
+    if (a->adam) fsdp_adam(w, m, v, g, n, a);
+    else fsdp_sgd(w, m, g, n, decays, a);
+}
+
+fsdp_status fsdp_optim_status(int device)
+{
+#ifdef GPU
+    if (device) return fsdp_kernels_status();
+#endif
+    (void)device;
+    return FSDP_OK;
 }

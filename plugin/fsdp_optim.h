@@ -10,6 +10,7 @@
 #define FSDP_OPTIM_H
 
 #include <stddef.h>
+#include "fsdp.h"
 
 typedef struct fsdp_optim_args {
     float learning_rate;   /* already times the layer's learning_rate scale */
@@ -24,5 +25,13 @@ typedef struct fsdp_optim_args {
 /* w, m (and v for Adam) hold n floats; g may be NULL (no gradient this step). */
 void fsdp_sgd(float *w, float *m, const float *g, size_t n, int decays, const fsdp_optim_args *a);
 void fsdp_adam(float *w, float *m, float *v, const float *g, size_t n, const fsdp_optim_args *a);
+
+/* SGD or Adam (a->adam) on n floats of host arrays, or of device arrays on
+ * the GPU kernels (fsdp_kernels.h) when `device`: the one place the
+ * optimizer chooses between them.  v is NULL for SGD. */
+void fsdp_optim_step(int device, float *w, float *m, float *v, const float *g, size_t n, int decays,
+                     const fsdp_optim_args *a);
+/* After a step: FSDP_OK, or the error a device kernel launch left. */
+fsdp_status fsdp_optim_status(int device);
 
 #endif

@@ -7,6 +7,7 @@
 #include "darknet_plugin.h"
 #include "fsdp_backend.h"
 #include "fsdp_bn.h"
+#include "fsdp_ckpt.h"
 #include "fsdp_engine.h"
 #include "fsdp_weights.h"
 #ifdef GPU
@@ -52,10 +53,13 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
 static int h_built(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
-    fsdp_status s = e->net ? FSDP_OK : device_backend(e, net);
+    int first = !e->net;
+    fsdp_status s = first ? device_backend(e, net) : FSDP_OK;
     /* Without the hook GPU builds keep cuDNN's batch norm (darknet_plugin.h). */
-    if (!e->net && !e->cfg.sync_bn) hook_table->bn_sync = NULL;
-    return to_dn(s != FSDP_OK ? s : fsdp_on_network_built(e, net));
+    if (first && !e->cfg.sync_bn) hook_table->bn_sync = NULL;
+    if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
+    if (s == FSDP_OK && first && e->resume) s = fsdp_ckpt_read(e, net);
+    return to_dn(s);
 }
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
@@ -64,9 +68,9 @@ static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
 {
-    int r = fsdp_on_backward(c, net, i, w);
-    if (r < 0 && first_error == FSDP_OK) first_error = FSDP_ERR_COMM;
-    return r;
+    int skip;
+    fsdp_status s = fsdp_on_backward(c, net, i, w, &skip);
+    return s != FSDP_OK ? to_dn(s) : skip ? DN_SKIP : DN_OK;
 }
 static int h_update(void *c, network *net, dn_when w, update_args *a)
 {
@@ -84,8 +88,11 @@ static int h_save_begin(void *c, network *net, const char *f)
 static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_save_layer(c, net, i, w)); }
 static int h_save_end(void *c, network *net, const char *f)
 {
-    fsdp_status s = fsdp_bn_check_rolling(c, net);
-    return to_dn(s != FSDP_OK ? s : fsdp_on_save_end(c, net, f));
+    fsdp_engine *e = c;
+    fsdp_status s = fsdp_bn_check_rolling(e, net);
+    if (s == FSDP_OK && net == e->net && e->checkpoint) s = fsdp_ckpt_write(e, net, f);
+    fsdp_status done = fsdp_on_save_end(e, net, f);
+    return to_dn(s != FSDP_OK ? s : done);
 }
 static int h_loaded(void *c, network *net, const char *f)
 {

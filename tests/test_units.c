@@ -182,9 +182,9 @@ Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
 {
     /* Two tensors, 10 and 7 floats (17), three ranks: shards of 6, one pad float. */
     fsdp_backend be = { .name = "fake", .rank = 2, .world = 3, .broadcast = no_bcast };
-    fsdp_engine e;
-    fsdp_engine_init(&e, &be);
-    e.strategy = FSDP_SHARD_FULL;
+    fsdp_mem_ctx mem = { .align = 1 };
+    fsdp_flat_ctx c = { &mem, &be, &be };
+    fsdp_flat_kind kind = { .sharded = 1, .state = 1 };
     layer l = {0};
     l.weights = calloc(10, sizeof(float));
     l.biases = calloc(7, sizeof(float));
@@ -193,7 +193,7 @@ Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
     fsdp_tensor t[2] = { { .owner = &l, .data = &l.weights, .grad = &l.weight_updates, .count = 10, .is_weight = 1 },
                          { .owner = &l, .data = &l.biases, .grad = &l.bias_updates, .count = 7 } };
     fsdp_flat f;
-    cr_assert_eq(fsdp_flat_setup(&e, &f, t, 2, 1, 1), FSDP_OK);
+    cr_assert_eq(fsdp_flat_setup(&c, &f, t, 2, kind), FSDP_OK);
     cr_assert_eq(f.count, 17);
     cr_assert_eq(f.shard, 6);
     cr_assert_eq(f.nfull, 18);
@@ -205,9 +205,7 @@ Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
     cr_assert_eq(f.runs[0].off, 0);
     cr_assert_eq(f.runs[0].len, 5, "the pad float is never updated");
     cr_assert_eq(f.runs[0].is_weight, 0);
-    fsdp_flat_free(&e, &f);
-    e.be = NULL;
-    fsdp_engine_free(&e);
+    fsdp_flat_free(&c, &f);
 }
 
 Test(flat, aligned_tensors_and_shards)
@@ -216,10 +214,9 @@ Test(flat, aligned_tensors_and_shards)
      * multiples of 8 floats: 0..9, gap 10..15, 16..22; two ranks, shards of
      * 12 rounded up to 16. */
     fsdp_backend be = { .name = "fake", .rank = 1, .world = 2, .broadcast = no_bcast };
-    fsdp_engine e;
-    fsdp_engine_init(&e, &be);
-    e.strategy = FSDP_SHARD_FULL;
-    e.mem.align = 8;
+    fsdp_mem_ctx mem = { .align = 8 };
+    fsdp_flat_ctx c = { &mem, &be, &be };
+    fsdp_flat_kind kind = { .sharded = 1, .state = 1 };
     layer l = {0};
     l.weights = calloc(10, sizeof(float));
     l.biases = calloc(7, sizeof(float));
@@ -228,7 +225,7 @@ Test(flat, aligned_tensors_and_shards)
     fsdp_tensor t[2] = { { .owner = &l, .data = &l.weights, .grad = &l.weight_updates, .count = 10, .is_weight = 1 },
                          { .owner = &l, .data = &l.biases, .grad = &l.bias_updates, .count = 7 } };
     fsdp_flat f;
-    cr_assert_eq(fsdp_flat_setup(&e, &f, t, 2, 1, 1), FSDP_OK);
+    cr_assert_eq(fsdp_flat_setup(&c, &f, t, 2, kind), FSDP_OK);
     cr_assert_eq(f.off[1], 16);
     cr_assert_eq(f.count, 23);
     cr_assert_eq(f.params, 17);
@@ -240,21 +237,19 @@ Test(flat, aligned_tensors_and_shards)
     cr_assert_eq(f.nruns, 1);
     cr_assert_eq(f.runs[0].off, 0);
     cr_assert_eq(f.runs[0].len, 7);
-    fsdp_flat_free(&e, &f);
+    fsdp_flat_free(&c, &f);
     /* Rank 0 owns floats 0..15: the weights, then the gap (zeros, no run). */
     be.rank = 0;
     l.weights = calloc(10, sizeof(float));
     l.biases = calloc(7, sizeof(float));
     for (int i = 0; i < 10; ++i) l.weights[i] = 1.f + i;
-    cr_assert_eq(fsdp_flat_setup(&e, &f, t, 2, 1, 1), FSDP_OK);
+    cr_assert_eq(fsdp_flat_setup(&c, &f, t, 2, kind), FSDP_OK);
     for (int i = 0; i < 10; ++i) cr_assert_float_eq(f.own[i], 1.f + i, 0);
     for (int i = 10; i < 16; ++i) cr_assert_float_eq(f.own[i], 0.f, 0);
     cr_assert_eq(f.nruns, 1, "only the weights: the gap is never updated");
     cr_assert_eq(f.runs[0].len, 10);
     cr_assert_eq(f.runs[0].is_weight, 1);
-    fsdp_flat_free(&e, &f);
-    e.be = NULL;
-    fsdp_engine_free(&e);
+    fsdp_flat_free(&c, &f);
 }
 
 /* ---- the optimizer against Darknet's own update ------------------------- */

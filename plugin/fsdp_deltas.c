@@ -1,0 +1,60 @@
+#include <stddef.h>
+#include <stdlib.h>
+#include "fsdp_deltas.h"
+#include "fsdp_layers.h"
+
+/* Which layers keep their delta buffer: those that need backward, deltas a
+ * loss layer writes in forward, and deltas a route or shortcut that needs
+ * backward writes into. */
+static unsigned char *keepers(const fsdp_layout_plan *p, const network *net)
+{
+    int n = net->n;
+    unsigned char *keep = calloc((size_t)n, 1);
+    if (!keep) return NULL;
+    for (int i = 0; i < n; ++i) {
+        const layer *l = &net->layers[i];
+        if (p->need_bwd[i] || fsdp_layer_writes_delta_in_forward(l)) keep[i] = 1;
+        /* A standalone batch norm copies its delta into its input's
+         * unchecked: a trainable one on a frozen prefix needs that buffer. */
+        if (l->type == BATCHNORM && p->need_bwd[i] && i > 0) keep[i - 1] = 1;
+        /* rnn and crnn share their output sub-layer's delta and zero it in
+         * every forward, backward or not. */
+        if (l->type == RNN || l->type == CRNN) keep[i] = 1;
+        if ((l->type == ROUTE || l->type == SHORTCUT) && p->need_bwd[i]) {
+            int in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
+            for (int j = 0; j < k; ++j) if (in[j] >= 0) keep[in[j]] = 1;
+        }
+    }
+    return keep;
+}
+
+static float **field(layer *l, size_t offset) { return (float **)((char *)l + offset); }
+
+/* Dropout shares its input's delta, so a buffer is freed only when no layer
+ * that keeps it points at it. */
+static void drop(network *net, const unsigned char *keep, size_t offset, void (*release)(float *))
+{
+    int n = net->n;
+    for (int i = 0; i < n; ++i) {
+        float *d = *field(&net->layers[i], offset);
+        if (keep[i] || !d) continue;
+        int shared = 0;
+        for (int j = 0; j < n; ++j) if (keep[j] && *field(&net->layers[j], offset) == d) shared = 1;
+        if (shared) continue;
+        for (int j = 0; j < n; ++j) if (*field(&net->layers[j], offset) == d) *field(&net->layers[j], offset) = NULL;
+        release(d);
+    }
+}
+
+static void host_free(float *p) { free(p); }
+
+void fsdp_deltas_drop_unneeded(const fsdp_layout_plan *p, network *net)
+{
+    unsigned char *keep = keepers(p, net);
+    if (!keep) return;   /* out of memory: keeping every buffer is always correct */
+    drop(net, keep, offsetof(layer, delta), host_free);
+#ifdef GPU
+    drop(net, keep, offsetof(layer, delta_gpu), cuda_free);
+#endif
+    free(keep);
+}
