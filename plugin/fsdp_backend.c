@@ -1,5 +1,6 @@
 /* fsdp_backend.c: argument checks every engine applies the same way, so a
  * caller that works on one backend works on all. */
+#include <limits.h>
 #include <stdint.h>
 #include "fsdp_backend.h"
 
@@ -35,4 +36,35 @@ fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status 
     FSDP_TRY(b->min_max_u64(b, local != FSDP_OK, &lo, &hi));
     if (!hi || local != FSDP_OK) return local;
     return fsdp_fail(others, "rank %d: another rank %s (see above)", b->rank, what);
+}
+
+fsdp_status fsdp_tickets_check(const fsdp_tickets *t, const char *backend)
+{
+    if (t->issued - t->waited < FSDP_TICKETS) return FSDP_OK;
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s backend: %d collectives started and not yet waited for; "
+                     "wait for the oldest before starting another", backend, FSDP_TICKETS);
+}
+
+int fsdp_tickets_issue(fsdp_tickets *t, int *ticket)
+{
+    *ticket = (int)(t->issued & INT_MAX);
+    return (int)(t->issued++ % FSDP_TICKETS);
+}
+
+fsdp_status fsdp_tickets_wait_until(const fsdp_tickets *t, const char *backend, int ticket, uint64_t *upto)
+{
+    *upto = t->waited;
+    if (ticket >= 0) {
+        /* Counts since the oldest outstanding ticket, modulo 2^31. */
+        uint64_t ahead = ((uint64_t)ticket - t->waited) & INT_MAX;
+        uint64_t behind = (t->waited - (uint64_t)ticket) & INT_MAX;
+        if (ahead < t->issued - t->waited) {
+            *upto = t->waited + ahead + 1;
+            return FSDP_OK;
+        }
+        if (behind > 0 && behind <= t->waited) return FSDP_OK;   /* waited for already, with a later ticket */
+    }
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s backend: wait for ticket %d, which was never issued "
+                     "(%llu started, %llu waited for)", backend, ticket, (unsigned long long)t->issued,
+                     (unsigned long long)t->waited);
 }

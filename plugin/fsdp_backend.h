@@ -65,8 +65,11 @@ void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats);
 /* A world of one: collectives are copies; no MPI needed. */
 fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 #ifdef GPU
-/* NCCL on device memory, on its own stream; the unique id travels over MPI. */
-fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device);
+/* NCCL on device memory of GPU `device`, on its own stream.  Its host
+ * helpers (broadcast, min/max, sums, barrier) and NCCL's unique id go
+ * through `host` (an MPI backend), whose ownership it takes (destroyed with
+ * it, or at once if creating fails). */
+fsdp_status fsdp_backend_nccl_create(fsdp_backend *host, int device, fsdp_backend **out);
 /* Device buffers through a host backend (MPI): each collective copies to
  * host memory, runs there and copies back, so several ranks can share one
  * GPU (NCCL refuses that).  Takes ownership of `host` (destroyed with it, or
@@ -91,6 +94,27 @@ fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root);
  * `local` on a rank that failed; on the others `others`, with "rank R:
  * another rank <what>" printed, when any rank failed; FSDP_OK when none did. */
 fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status others, const char *what);
+
+/* The bookkeeping behind the started-collective contract (all_gather_start,
+ * reduce_scatter_start, wait), shared by the backends that start
+ * collectives: the k-th start gets ticket k mod 2^31 and ring slot
+ * k % FSDP_TICKETS; starts below `waited` have been waited for. */
+#define FSDP_TICKETS 16
+typedef struct fsdp_tickets {
+    uint64_t issued, waited;
+} fsdp_tickets;
+/* Before a start: refused, on every rank alike (ranks start and wait in the
+ * same order), when FSDP_TICKETS are outstanding, so that no rank is left
+ * inside a collective. */
+fsdp_status fsdp_tickets_check(const fsdp_tickets *t, const char *backend);
+/* The start just made: its ticket; returns its ring slot. */
+int fsdp_tickets_issue(fsdp_tickets *t, int *ticket);
+/* wait(ticket): *upto = the start count below which every collective must
+ * complete (t->waited when an earlier wait covered it already); refused for
+ * a ticket never issued.  The caller completes the slots of starts
+ * t->waited .. *upto - 1 (or, where later ones imply earlier ones, the last)
+ * and then sets t->waited = *upto. */
+fsdp_status fsdp_tickets_wait_until(const fsdp_tickets *t, const char *backend, int ticket, uint64_t *upto);
 
 /* Per-rank shard size for n floats: ceil(n / world), so that world * shard >= n.
  * The padding (world * shard - n floats) is zero and never leaves the plugin. */

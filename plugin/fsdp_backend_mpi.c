@@ -18,14 +18,11 @@
 #include "fsdp_backend.h"
 #include "fsdp_mpi.h"
 
-/* Collectives started and not yet waited for (all_gather_start, ...). */
-#define MPIB_TICKETS 16
-
 typedef struct {
     MPI_Comm comm;
     size_t limit; /* most elements one MPI call carries */
-    MPI_Request req[MPIB_TICKETS];
-    uint64_t issued, waited;   /* tickets are issue counts, modulo 2^31 */
+    MPI_Request req[FSDP_TICKETS];   /* started collectives, by ticket slot */
+    fsdp_tickets tickets;
 } mpib_ctx;
 
 /* Bound on the staging buffer (floats, all ranks' slices together): chunking
@@ -184,20 +181,13 @@ static fsdp_status mpib_barrier(fsdp_backend *b)
 
 /* ---- started collectives: MPI's non-blocking ones, waited for later ---- */
 
-/* The same ticket contract as the NCCL backend: tickets are handed out in
- * order, at most MPIB_TICKETS outstanding, and waiting for one also waits for
- * every ticket issued before it.  Refused before anything is started, on
- * every rank alike, so no rank is left inside a collective. */
+/* A request slot for the collective about to start, and its ticket. */
 static fsdp_status mpib_ticket(fsdp_backend *b, MPI_Request **req, int *ticket)
 {
     mpib_ctx *c = b->ctx;
-    if (c->issued - c->waited >= MPIB_TICKETS)
-        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: %d collectives started and not yet waited "
-                         "for; wait for the oldest before starting another", MPIB_TICKETS);
-    *req = &c->req[c->issued % MPIB_TICKETS];
+    FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
+    *req = &c->req[fsdp_tickets_issue(&c->tickets, ticket)];
     **req = MPI_REQUEST_NULL;
-    *ticket = (int)(c->issued & INT_MAX);
-    c->issued++;
     return FSDP_OK;
 }
 
@@ -234,21 +224,11 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full,
 static fsdp_status mpib_wait(fsdp_backend *b, int ticket)
 {
     mpib_ctx *c = b->ctx;
-    if (ticket >= 0) {
-        uint64_t ahead = ((uint64_t)ticket - c->waited) & INT_MAX;
-        uint64_t behind = (c->waited - (uint64_t)ticket) & INT_MAX;
-        if (ahead < c->issued - c->waited) {
-            for (uint64_t k = c->waited; k <= c->waited + ahead; ++k)
-                mpiCheck(MPI_Wait(&c->req[k % MPIB_TICKETS], MPI_STATUS_IGNORE));
-            c->waited += ahead + 1;
-            return FSDP_OK;
-        }
-        if (behind > 0 && behind <= c->waited)
-            return FSDP_OK;   /* waited for already, with a later ticket */
-    }
-    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi backend: wait for ticket %d, which was never issued "
-                     "(%llu started, %llu waited for)", ticket, (unsigned long long)c->issued,
-                     (unsigned long long)c->waited);
+    uint64_t upto;
+    FSDP_TRY(fsdp_tickets_wait_until(&c->tickets, b->name, ticket, &upto));
+    for (; c->tickets.waited < upto; ++c->tickets.waited)
+        mpiCheck(MPI_Wait(&c->req[c->tickets.waited % FSDP_TICKETS], MPI_STATUS_IGNORE));
+    return FSDP_OK;
 }
 
 static void mpib_destroy(fsdp_backend *b)
@@ -316,7 +296,7 @@ fsdp_status fsdp_backend_mpi_create(fsdp_backend **out)
     }
     *b = mpib_ops;
     *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .limit = INT_MAX };
-    for (int i = 0; i < MPIB_TICKETS; ++i)
+    for (int i = 0; i < FSDP_TICKETS; ++i)
         c->req[i] = MPI_REQUEST_NULL;
     b->ctx = c;
     fsdp_status s = mpib_open(b);

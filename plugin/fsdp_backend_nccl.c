@@ -16,11 +16,11 @@
  * collective's completion is recorded in an event of a small ring, one per
  * ticket, and wait(ticket) makes the compute stream wait for it.  The comm
  * stream runs its collectives in the order issued, so waiting for a ticket
- * also covers every earlier one; at most FSDP_NCCL_TICKETS may be
- * outstanding (started, not yet waited for) at once.
+ * also covers every earlier one; at most FSDP_TICKETS may be
+ * outstanding (started, not yet waited for) at once (fsdp_tickets).
  *
- * Host-memory helpers (broadcast, min/max, sums, barrier) go through MPI,
- * which the caller has initialised; NCCL's unique id travels over it too.
+ * Host-memory helpers (broadcast, min/max, sums, barrier) go through the
+ * host backend it was given (MPI), and so does NCCL's unique id.
  * Failures come back as a status (FSDP_ERR_CUDA, FSDP_ERR_COMM), never exit().
  */
 #ifdef GPU
@@ -29,11 +29,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
 #include "fsdp_backend.h"
 #include "fsdp_cuda.h"
-#include "fsdp_mpi.h"
 
 #define ncclCheck(call) do { \
     ncclResult_t r_ = (call); \
@@ -42,21 +40,16 @@
                          ncclGetErrorString(r_), ncclGetLastError(NULL)); \
 } while (0)
 
-
-/* Outstanding tickets of all_gather_start / reduce_scatter_start at most. */
-#define FSDP_NCCL_TICKETS 16
-
 typedef struct {
+    fsdp_backend *host;         /* owned: host helpers and the unique id */
     int device;
     ncclComm_t comm;
     cudaStream_t stream;        /* collectives run here */
     cudaEvent_t compute_done;   /* recorded on Darknet's stream before a collective */
     cudaEvent_t comm_done;      /* recorded on the comm stream after it */
-    /* Ticket k (k counts the starts, from 0) is handed out as k mod 2^31 and
-     * completes when done[k % FSDP_NCCL_TICKETS] fires; tickets below
-     * `waited` have been waited for, those from `waited` to `issued` not yet. */
-    cudaEvent_t done[FSDP_NCCL_TICKETS];
-    uint64_t issued, waited;
+    /* A started collective completes when its ticket slot's event fires. */
+    cudaEvent_t done[FSDP_TICKETS];
+    fsdp_tickets tickets;
 } nccl_ctx;
 
 /* The comm stream waits for everything Darknet has enqueued so far. */
@@ -127,67 +120,45 @@ static fsdp_status nccl_reduce_scatter(fsdp_backend *b, const float *full, float
 
 /* --- asynchronous variants: a ticket per collective ----------------------- */
 
-/* Refused before anything is enqueued, on every rank alike (ranks start and
- * wait in the same order), so no rank is left inside a collective. */
-static fsdp_status ticket_free(fsdp_backend *b)
-{
-    nccl_ctx *c = b->ctx;
-    if (c->issued - c->waited < FSDP_NCCL_TICKETS) return FSDP_OK;
-    return fsdp_fail(FSDP_ERR_UNSUPPORTED,
-                     "nccl backend: %d collectives started and not yet waited for; wait for "
-                     "the oldest before starting another (at most %d outstanding)",
-                     FSDP_NCCL_TICKETS, FSDP_NCCL_TICKETS);
-}
-
 /* The collective just enqueued (or none, for a zero count) completes with
  * the new ticket's event. */
 static fsdp_status ticket_issue(nccl_ctx *c, int *ticket)
 {
-    cudaCheck(cudaEventRecord(c->done[c->issued % FSDP_NCCL_TICKETS], c->stream));
-    *ticket = (int)(c->issued & INT_MAX);
-    c->issued++;
+    cudaCheck(cudaEventRecord(c->done[fsdp_tickets_issue(&c->tickets, ticket)], c->stream));
     return FSDP_OK;
 }
 
 static fsdp_status nccl_all_gather_start(fsdp_backend *b, const float *shard, float *full,
                                          size_t shard_count, int *ticket)
 {
+    nccl_ctx *c = b->ctx;
     *ticket = -1;
-    FSDP_TRY(ticket_free(b));
+    FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
     FSDP_TRY(issue_all_gather(b, shard, full, shard_count));
-    return ticket_issue(b->ctx, ticket);
+    return ticket_issue(c, ticket);
 }
 
 static fsdp_status nccl_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard,
                                              size_t shard_count, int *ticket)
 {
+    nccl_ctx *c = b->ctx;
     *ticket = -1;
-    FSDP_TRY(ticket_free(b));
+    FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
     FSDP_TRY(issue_reduce_scatter(b, full, shard, shard_count));
-    return ticket_issue(b->ctx, ticket);
+    return ticket_issue(c, ticket);
 }
 
-/* Darknet's stream waits for the ticket's collective (and so for every one
- * started before it).  A ticket already covered by an earlier wait is done. */
+/* Darknet's stream waits for the ticket's collective, and so for every one
+ * started before it (the comm stream runs them in order). */
 static fsdp_status nccl_wait(fsdp_backend *b, int ticket)
 {
     nccl_ctx *c = b->ctx;
-    if (ticket >= 0) {
-        /* Counts since the oldest outstanding ticket, modulo 2^31. */
-        uint64_t ahead = ((uint64_t)ticket - c->waited) & INT_MAX;
-        uint64_t behind = (c->waited - (uint64_t)ticket) & INT_MAX;
-        if (ahead < c->issued - c->waited) {
-            uint64_t k = c->waited + ahead;
-            cudaCheck(cudaStreamWaitEvent(DN_COMPUTE_STREAM, c->done[k % FSDP_NCCL_TICKETS], 0));
-            c->waited = k + 1;
-            return FSDP_OK;
-        }
-        if (behind > 0 && behind <= c->waited)
-            return FSDP_OK;
-    }
-    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "nccl backend: wait for ticket %d, which was never "
-                     "issued (%llu started, %llu waited for)", ticket,
-                     (unsigned long long)c->issued, (unsigned long long)c->waited);
+    uint64_t upto;
+    FSDP_TRY(fsdp_tickets_wait_until(&c->tickets, b->name, ticket, &upto));
+    if (upto == c->tickets.waited) return FSDP_OK;
+    cudaCheck(cudaStreamWaitEvent(DN_COMPUTE_STREAM, c->done[(upto - 1) % FSDP_TICKETS], 0));
+    c->tickets.waited = upto;
+    return FSDP_OK;
 }
 
 static fsdp_status nccl_all_reduce(fsdp_backend *b, float *buf, size_t count)
@@ -199,40 +170,24 @@ static fsdp_status nccl_all_reduce(fsdp_backend *b, float *buf, size_t count)
     return after(c);
 }
 
-/* --- host memory, over MPI (MPI counts are int: chunk larger buffers) ----- */
+/* --- host memory: the host backend's ------------------------------------- */
 
 static fsdp_status host_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
 {
-    FSDP_TRY(fsdp_backend_check_root(b, root));
-    char *p = buf;
-    while (bytes > 0) {
-        int n = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
-        mpiCheck(MPI_Bcast(p, n, MPI_BYTE, root, MPI_COMM_WORLD));
-        p += n;
-        bytes -= (size_t)n;
-    }
-    return FSDP_OK;
+    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
+    return h->broadcast(h, buf, bytes, root);
 }
 
 static fsdp_status host_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
 {
-    uint64_t lo = v, hi = v;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
-    if (min) *min = lo;
-    if (max) *max = hi;
-    return FSDP_OK;
+    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
+    return h->min_max_u64(h, v, min, max);
 }
 
 static fsdp_status host_sum_f64(fsdp_backend *b, double *v, size_t count)
 {
-    while (count > 0) {
-        int n = count > (size_t)INT_MAX ? INT_MAX : (int)count;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-        v += n;
-        count -= (size_t)n;
-    }
-    return FSDP_OK;
+    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
+    return h->sum_f64(h, v, count);
 }
 
 /* After a barrier, this rank's collectives have also finished on the GPU
@@ -241,8 +196,7 @@ static fsdp_status host_barrier(fsdp_backend *b)
 {
     nccl_ctx *c = b->ctx;
     cudaCheck(cudaStreamSynchronize(c->stream));
-    mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
-    return FSDP_OK;
+    return c->host->barrier(c->host);
 }
 
 /* Also frees a half-made backend (handles still zero are skipped). */
@@ -256,9 +210,10 @@ static void nccl_destroy(fsdp_backend *b)
         if (c->comm) ncclCommDestroy(c->comm);
         if (c->compute_done) cudaEventDestroy(c->compute_done);
         if (c->comm_done) cudaEventDestroy(c->comm_done);
-        for (int i = 0; i < FSDP_NCCL_TICKETS; i++)
+        for (int i = 0; i < FSDP_TICKETS; i++)
             if (c->done[i]) cudaEventDestroy(c->done[i]);
         if (c->stream) cudaStreamDestroy(c->stream);
+        if (c->host) c->host->destroy(c->host);
         free(c);
     }
     free(b);
@@ -270,7 +225,7 @@ static fsdp_status nccl_init(fsdp_backend *b, nccl_ctx *c)
      * there stops every rank instead of leaving the others in NCCL's init. */
     struct { int ok; ncclUniqueId id; } msg = { 0 };
     if (b->rank == 0) msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
-    mpiCheck(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD));
+    FSDP_TRY(c->host->broadcast(c->host, &msg, sizeof msg, 0));
     if (!msg.ok)
         return fsdp_fail(FSDP_ERR_COMM, "%s:%d: ncclGetUniqueId failed on rank 0",
                          __FILE__, __LINE__);
@@ -281,48 +236,51 @@ static fsdp_status nccl_init(fsdp_backend *b, nccl_ctx *c)
     /* Ordering only: no timing, so recording them stays cheap. */
     cudaCheck(cudaEventCreateWithFlags(&c->compute_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&c->comm_done, cudaEventDisableTiming));
-    for (int i = 0; i < FSDP_NCCL_TICKETS; i++)
+    for (int i = 0; i < FSDP_TICKETS; i++)
         cudaCheck(cudaEventCreateWithFlags(&c->done[i], cudaEventDisableTiming));
     return FSDP_OK;
 }
 
-fsdp_status fsdp_backend_nccl_create(fsdp_backend **out, int device)
+static const fsdp_backend nccl_ops = {
+    .name = "nccl",
+    .mem = FSDP_MEM_DEVICE,
+    .all_gather = nccl_all_gather,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_reduce = nccl_all_reduce,
+    .broadcast = host_broadcast,
+    .min_max_u64 = host_min_max_u64,
+    .sum_f64 = host_sum_f64,
+    .barrier = host_barrier,
+    .destroy = nccl_destroy,
+    .all_gather_start = nccl_all_gather_start,
+    .reduce_scatter_start = nccl_reduce_scatter_start,
+    .wait = nccl_wait,
+};
+
+fsdp_status fsdp_backend_nccl_create(fsdp_backend *host, int device, fsdp_backend **out)
 {
     *out = NULL;
-    fsdp_backend *b = calloc(1, sizeof *b);
+    if (host->mem != FSDP_MEM_HOST) {
+        fsdp_status s = fsdp_fail(FSDP_ERR_UNSUPPORTED, "NCCL backend: its host backend (%s) must "
+                                  "work on host memory", host->name);
+        host->destroy(host);
+        return s;
+    }
+    fsdp_backend *b = malloc(sizeof *b);
     nccl_ctx *c = calloc(1, sizeof *c);
     if (!b || !c) {
         free(b);
         free(c);
+        host->destroy(host);
         return fsdp_fail(FSDP_ERR_NOMEM, "NCCL backend: out of memory");
     }
-    c->device = device;
-    b->name = "nccl";
-    b->mem = FSDP_MEM_DEVICE;
+    *b = nccl_ops;
+    b->rank = host->rank;
+    b->world = host->world;
     b->ctx = c;
-    b->all_gather = nccl_all_gather;
-    b->reduce_scatter = nccl_reduce_scatter;
-    b->all_reduce = nccl_all_reduce;
-    b->broadcast = host_broadcast;
-    b->min_max_u64 = host_min_max_u64;
-    b->sum_f64 = host_sum_f64;
-    b->barrier = host_barrier;
-    b->destroy = nccl_destroy;
-    b->all_gather_start = nccl_all_gather_start;
-    b->reduce_scatter_start = nccl_reduce_scatter_start;
-    b->wait = nccl_wait;
-
-    /* Calling MPI before MPI_Init aborts the process: ask first. */
-    fsdp_status s;
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited)
-        s = fsdp_fail(FSDP_ERR_COMM, "NCCL backend: MPI is not initialised");
-    else if (MPI_Comm_rank(MPI_COMM_WORLD, &b->rank) != MPI_SUCCESS
-             || MPI_Comm_size(MPI_COMM_WORLD, &b->world) != MPI_SUCCESS)
-        s = fsdp_fail(FSDP_ERR_COMM, "NCCL backend: no rank or size from MPI_COMM_WORLD");
-    else
-        s = nccl_init(b, c);
+    c->host = host;
+    c->device = device;
+    fsdp_status s = nccl_init(b, c);
     if (s != FSDP_OK) {
         nccl_destroy(b);
         return s;

@@ -39,12 +39,11 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
 {
 #ifdef GPU
     if (net->gpu_index < 0 || e->be->world == 1 || e->dbe != e->be) return FSDP_OK;
-    if (backend_flag && !strcmp(backend_flag, "mpi")) {
-        fsdp_backend *host = NULL;
-        FSDP_TRY(fsdp_backend_mpi_create(&host));
-        return fsdp_backend_staged_create(host, &e->dbe);
-    }
-    return fsdp_backend_nccl_create(&e->dbe, net->gpu_index);
+    /* Each device backend runs its host side on its own MPI communicator. */
+    fsdp_backend *host = NULL;
+    FSDP_TRY(fsdp_backend_mpi_create(&host));
+    if (backend_flag && !strcmp(backend_flag, "mpi")) return fsdp_backend_staged_create(host, &e->dbe);
+    return fsdp_backend_nccl_create(host, net->gpu_index, &e->dbe);
 #else
     return FSDP_OK;
 #endif

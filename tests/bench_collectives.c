@@ -212,7 +212,8 @@ int main(int argc, char **argv)
     cuda_must(cudaMemset(shard, 0, (max_n + 1) * sizeof(float)), "cudaMemset");
     fsdp_backend *b = NULL, *host = NULL;
     if (gpus >= world) {
-        must(fsdp_backend_nccl_create(&b, device), "nccl backend");
+        must(fsdp_backend_mpi_create(&host), "mpi backend");
+        must(fsdp_backend_nccl_create(host, device, &b), "nccl backend");
         bench_backend(b, &o, where, full, shard, times);
         b->destroy(b);
     } else if (rank == 0) {

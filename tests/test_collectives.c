@@ -673,8 +673,8 @@ static int run_nccl_suites(int world, int gpus)
         return 0;
     }
     cuda_must(cudaSetDevice(rank), "cudaSetDevice");
-    fsdp_backend *b = NULL;
-    if (fsdp_backend_nccl_create(&b, rank) != FSDP_OK)
+    fsdp_backend *b = NULL, *host = NULL;
+    if (fsdp_backend_mpi_create(&host) != FSDP_OK || fsdp_backend_nccl_create(host, rank, &b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
     int failures = check_identity(b, "nccl");
     if (b->mem != FSDP_MEM_DEVICE || !b->all_gather_start || !b->reduce_scatter_start || !b->wait) {
