@@ -27,6 +27,8 @@ typedef enum {
     DN_ERR_CONFIG = -1,   /* bad cfg, flag or file: the user's to fix */
     DN_ERR_ABI = -2,      /* plugin and Darknet built differently */
     DN_ERR_RUNTIME = -3,  /* communication, memory, I/O */
+    DN_DONE = 2,          /* init: the plugin did all the command line asked
+                             (printed its help); Darknet exits 0 */
 } dn_status;
 
 typedef enum { DN_BEFORE = 0, DN_AFTER = 1 } dn_when;
@@ -122,6 +124,8 @@ typedef struct dn_hooks {
      * (weights are untouched): the plugin re-applies what it did to those
      * buffers at network_built. */
     int (*network_resized)(void *ctx, network *net);
+    /* `darknet help`: print the plugin's flags and cfg keys on stdout. */
+    void (*help)(void *ctx);
 } dn_hooks;
 
 /* The one symbol a plugin exports.  It may remove its own flags from argv
