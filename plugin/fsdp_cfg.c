@@ -118,10 +118,11 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
         c->auto_group = n;
         return 1;
     }
-    if (!strcmp(key, "frozen") || !strcmp(key, "shard_group"))
+    const fsdp_cfg_key *k = fsdp_cfg_key_find(key);
+    if (k && k->where == FSDP_KEY_LAYER)
         return error(c, file, line, "%s is a layer key; it has no meaning in [net]", key);
     if (!strncmp(key, "shard_", 6))
-        return error(c, file, line, "unknown key %s (known: shard, shard_prefetch, shard_auto_group, reshard_after_forward)", key);
+        return error(c, file, line, "unknown key %s (known: %s)", key, fsdp_cfg_keys_known(FSDP_KEY_NET));
     return 0;
 }
 
@@ -129,8 +130,9 @@ static int layer_option(fsdp_cfg *c, const char *file, int line, int layer, cons
 {
     int is_frozen = !strcmp(key, "frozen"), is_group = !strcmp(key, "shard_group");
     if (!is_frozen && !is_group) {
-        if (!strncmp(key, "shard", 5) || !strcmp(key, "reshard_after_forward"))
-            return error(c, file, line, "unknown layer key %s (layers take frozen and shard_group; %s belongs in [net] if it is one)", key, key);
+        if (!strncmp(key, "shard", 5) || fsdp_cfg_key_find(key))
+            return error(c, file, line, "unknown layer key %s (layers take %s; the others belong in [net])", key,
+                         fsdp_cfg_keys_known(FSDP_KEY_LAYER));
         return 0;
     }
     fsdp_layer_cfg *l = layer_cfg(c, layer);
@@ -160,7 +162,7 @@ int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer, const ch
     if (layer >= 0) layer_cfg(c, layer);
     /* Darknet keeps a line without '=' as a key with no value. */
     if (!val) {
-        int ours = !strcmp(key, "frozen") || !strncmp(key, "shard", 5) || !strcmp(key, "reshard_after_forward");
+        int ours = fsdp_cfg_key_find(key) || !strncmp(key, "shard", 5);
         return ours ? error(c, file, line, "%s has no value: write %s=VALUE", key, key) : 0;
     }
     return layer < 0 ? net_option(c, file, line, key, val) : layer_option(c, file, line, layer, key, val);

@@ -36,6 +36,21 @@ void fsdp_cfg_free(fsdp_cfg *c);
  * c->error; the caller stops the run once parsing is over. */
 int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer,
                     const char *key, const char *val);
+/* The plugin's keys, with one line of help each (fsdp_cfg_keys.c). */
+typedef enum { FSDP_KEY_LAYER = 0, FSDP_KEY_NET = 1 } fsdp_key_where;
+typedef struct fsdp_cfg_key {
+    const char *name;
+    fsdp_key_where where;
+    const char *values;   /* for help: "0|1", "N", ... */
+    const char *help;
+} fsdp_cfg_key;
+extern const fsdp_cfg_key fsdp_cfg_keys[];
+extern const int fsdp_ncfg_keys;
+/* The key named NAME, or NULL. */
+const fsdp_cfg_key *fsdp_cfg_key_find(const char *name);
+/* "a, b, c": the keys of [net] or of layers, for error messages. */
+const char *fsdp_cfg_keys_known(fsdp_key_where where);
+
 /* Whether NAME is a valid dotted group name. */
 int fsdp_group_name_valid(const char *name);
 

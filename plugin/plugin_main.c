@@ -9,6 +9,9 @@
 #include "fsdp_bn.h"
 #include "fsdp_ckpt.h"
 #include "fsdp_engine.h"
+#include "fsdp_flags.h"
+#include "fsdp_log.h"
+#include "fsdp_quiet.h"
 #include "fsdp_weights.h"
 #ifdef GPU
 #include <cuda_runtime.h>
@@ -18,6 +21,7 @@ static fsdp_engine engine;
 static fsdp_status first_error = FSDP_OK;
 static int mpi_started;
 static const char *backend_flag;   /* -fsdp-backend, NULL: the default */
+static fsdp_log train_log;         /* rank 0: -fsdp-log and the progress lines */
 static dn_hooks *hook_table;       /* Darknet's, to drop bn_sync under sync_bn=0 */
 
 /* Darknet only needs to know whether to stop; the engine has printed why. */
@@ -139,37 +143,6 @@ static int under_launcher(void)
     return 0;
 }
 
-/* Index of flag `name` in argv, or 0 when absent. */
-static int find_flag(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i < argc; ++i)
-        if (!strcmp(argv[i], name)) return i;
-    return 0;
-}
-
-/* Removes argv[i .. i+n) and keeps argv NULL-terminated. */
-static void drop_args(int *argc, char **argv, int i, int n)
-{
-    for (int j = i; j + n <= *argc; ++j) argv[j] = argv[j + n];
-    *argc -= n;
-    argv[*argc] = NULL;
-}
-
-/* Removes "-name VALUE" from argv; returns VALUE, NULL if absent, or sets *bad. */
-static char *take_flag(int *argc, char **argv, const char *name, int *bad)
-{
-    int i = find_flag(*argc, argv, name);
-    if (!i) return NULL;
-    if (i + 1 >= *argc) {
-        fsdp_fail(FSDP_ERR_CONFIG, "%s needs a value", name);
-        *bad = 1;
-        return NULL;
-    }
-    char *v = argv[i + 1];
-    drop_args(argc, argv, i, 2);
-    return v;
-}
-
 /* One GPU per rank on a node, by the rank's place on its node.  Ranks that
  * share a GPU (more ranks than GPUs) need -fsdp-backend mpi. */
 static int pick_device(const fsdp_backend *be)
@@ -192,12 +165,51 @@ static int pick_device(const fsdp_backend *be)
 #endif
 }
 
-/* Removes a flag without a value from argv; returns whether it was there. */
-static int take_switch(int *argc, char **argv, const char *name)
+/* ---- what the user sees: start-up output, the log, help ----------------- */
+
+/* Every byte of collectives counted so far (docs/DESIGN.md, "Log file"). */
+static uint64_t bytes_moved(const fsdp_engine *e)
 {
-    int i = find_flag(*argc, argv, name);
-    if (i) drop_args(argc, argv, i, 1);
-    return i != 0;
+    return e->bytes_ag + e->bytes_rs + e->bytes_ar;
+}
+
+/* Start-up is over once the network is built: every rank prints again. */
+static int h_built_shown(void *c, network *net, const char *cfg)
+{
+    fsdp_engine *e = c;
+    fsdp_quiet_end();
+    int r = h_built(c, net, cfg);
+    if (r == DN_OK && e->be->rank == 0) r = to_dn(fsdp_log_start(&train_log, bytes_moved(e)));
+    return r;
+}
+
+static int h_step_logged(void *c, network *net, float *loss)
+{
+    fsdp_engine *e = c;
+    int r = h_step(c, net, loss);
+    if (r == DN_OK && net == e->net && e->be->rank == 0)
+        r = to_dn(fsdp_log_step(&train_log, net, *loss, bytes_moved(e)));
+    return r;
+}
+
+static void h_finish_shown(void *c, int status)
+{
+    if (status == 0) fsdp_quiet_ok();
+    fsdp_log_close(&train_log);
+    h_finish(c, status);
+}
+
+static void h_help(void *c) { fsdp_help_print(stdout); }
+
+/* Fail now, not after hours of training, if FILE cannot be written. */
+static fsdp_status writable(const char *flag, const char *file)
+{
+    char *dir = strdup(file), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!dir) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+    fsdp_status s = access(d, W_OK) == 0 ? FSDP_OK : fsdp_fail(FSDP_ERR_CONFIG, "%s %s: cannot write in %s", flag, file, d);
+    free(dir);
+    return s;
 }
 
 static fsdp_status make_backend(const char *want, fsdp_backend **be)
@@ -222,12 +234,13 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
                   abi->layer_size, mine.network_size, abi->network_size, mine.gpu, abi->gpu);
         return DN_ERR_ABI;
     }
-    int bad = 0;
-    char *stats = take_flag(argc, argv, "-fsdp-stats", &bad);
-    char *backend = take_flag(argc, argv, "-fsdp-backend", &bad);
-    if (bad) return DN_ERR_CONFIG;
-    int checkpoint = take_switch(argc, argv, "-fsdp-checkpoint");
-    int resume = take_switch(argc, argv, "-fsdp-resume");
+    fsdp_flags flags;
+    if (fsdp_flags_take(argc, argv, &flags) != FSDP_OK) return DN_ERR_CONFIG;
+    if (flags.help) {
+        fsdp_help_print(stdout);
+        return DN_DONE;
+    }
+    const char *backend = flags.backend;
 
     if (under_launcher()) {
         int provided;
@@ -240,16 +253,14 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     fsdp_backend *be = NULL;
     fsdp_status s = make_backend(backend, &be);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
-    engine.checkpoint = checkpoint;
-    engine.resume = resume;
-    if (s == FSDP_OK && stats) {
-        engine.stats_path = strdup(stats);
-        /* Fail now, not after hours of training, if the file cannot be written. */
-        char *dir = strdup(stats), *slash = strrchr(dir, '/');
-        const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-        if (access(d, W_OK) != 0) s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-stats %s: cannot write in %s", stats, d);
-        free(dir);
+    engine.checkpoint = flags.checkpoint;
+    engine.resume = flags.resume;
+    if (s == FSDP_OK && flags.stats) {
+        engine.stats_path = strdup(flags.stats);
+        s = writable("-fsdp-stats", flags.stats);
     }
+    if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
+    if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&train_log, flags.log, be->world);
     if (s != FSDP_OK) {
         if (mpi_started) MPI_Finalize();
         return s == FSDP_ERR_CONFIG ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
@@ -260,21 +271,23 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
         if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;
     }
+    fsdp_quiet_begin(be->rank);
     h->ctx = &engine;
     h->rank = be->rank;
     h->world = be->world;
     h->cfg_option = h_cfg;
-    h->network_built = h_built;
+    h->network_built = h_built_shown;
     h->forward_layer = h_fwd;
     h->backward_layer = h_bwd;
     h->update = h_update;
-    h->train_step = h_step;
+    h->train_step = h_step_logged;
     h->weights_loaded = h_loaded;
     h->save_begin = h_save_begin;
     h->save_layer = h_save_layer;
     h->save_end = h_save_end;
     h->network_free = h_free;
-    h->finish = h_finish;
+    h->finish = h_finish_shown;
+    h->help = h_help;
     h->bn_sync = be->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
     hook_table = h;
     return DN_OK;

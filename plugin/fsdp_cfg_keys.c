@@ -1,0 +1,43 @@
+/* The plugin's cfg keys: the one table fsdp_cfg.c checks keys against and
+ * -fsdp-help prints (docs/DESIGN.md, "cfg keys").  A key fsdp_cfg.c reads
+ * belongs here, with its line of help. */
+#include <string.h>
+#include "fsdp_cfg.h"
+
+const fsdp_cfg_key fsdp_cfg_keys[] = {
+    { "frozen", FSDP_KEY_LAYER, "0|1",
+      "1: the layer's weights never change (no gradient, optimizer state, decay or momentum); it runs as in inference" },
+    { "shard_group", FSDP_KEY_LAYER, "a.b.c",
+      "the layer's group: c nested in b nested in a ([A-Za-z0-9_-]+ joined by dots); default: the root group" },
+    { "shard", FSDP_KEY_NET, "full|grad_op|none",
+      "shard parameters, gradients and optimizer state (full, default), gradients and state (grad_op), or nothing" },
+    { "reshard_after_forward", FSDP_KEY_NET, "1|0",
+      "free a group's gathered parameters after its forward (default 1; the root keeps its own)" },
+    { "shard_prefetch", FSDP_KEY_NET, "0|1",
+      "gather the next group while this one computes (default 0)" },
+    { "shard_auto_group", FSDP_KEY_NET, "N",
+      "put ungrouped layers into groups auto0, auto1, ... of at least N parameters (default 0: off)" },
+    { "sync_bn", FSDP_KEY_NET, "1|0",
+      "trainable batch norm normalises with the global batch's statistics (default 1); 0: each rank's own" },
+};
+const int fsdp_ncfg_keys = (int)(sizeof fsdp_cfg_keys / sizeof fsdp_cfg_keys[0]);
+
+const fsdp_cfg_key *fsdp_cfg_key_find(const char *name)
+{
+    for (int i = 0; i < fsdp_ncfg_keys; ++i)
+        if (!strcmp(fsdp_cfg_keys[i].name, name)) return &fsdp_cfg_keys[i];
+    return NULL;
+}
+
+const char *fsdp_cfg_keys_known(fsdp_key_where where)
+{
+    static char list[2][512];
+    char *out = list[where == FSDP_KEY_NET];
+    if (out[0]) return out;
+    for (int i = 0; i < fsdp_ncfg_keys; ++i) {
+        if (fsdp_cfg_keys[i].where != where) continue;
+        if (out[0]) strncat(out, ", ", sizeof list[0] - strlen(out) - 1);
+        strncat(out, fsdp_cfg_keys[i].name, sizeof list[0] - strlen(out) - 1);
+    }
+    return out;
+}

@@ -1,0 +1,121 @@
+/* The plugin's flags: parsed from, and documented by, one table. */
+#include <stddef.h>
+#include <string.h>
+#include "fsdp_cfg.h"
+#include "fsdp_flags.h"
+
+#define VALUE(field) offsetof(fsdp_flags, field)
+
+const fsdp_flag fsdp_flag_table[] = {
+    { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", VALUE(stats) },
+    { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", VALUE(log) },
+    { "-fsdp-backend", "mpi|nccl", "GPU runs: NCCL (default, one GPU per rank) or MPI through host memory", VALUE(backend) },
+    { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint) },
+    { "-fsdp-resume", NULL, "load those shard checkpoints beside the weights file given; training continues exactly", VALUE(resume) },
+    { "-fsdp-help", NULL, "print this help and exit", VALUE(help) },
+};
+const int fsdp_nflags = (int)(sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]);
+
+static const fsdp_flag *find(const char *name)
+{
+    for (int i = 0; i < fsdp_nflags; ++i)
+        if (!strcmp(fsdp_flag_table[i].name, name)) return &fsdp_flag_table[i];
+    return NULL;
+}
+
+/* Edit distance, to name the flag a typo meant. */
+static int distance(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    int row[64];
+    if (n >= 64) return 99;
+    for (size_t j = 0; j <= n; ++j) row[j] = (int)j;
+    for (size_t i = 1; *a; ++a, ++i) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= n; ++j) {
+            int up = row[j], best = diag + (*a != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[n];
+}
+
+static fsdp_status unknown(const char *name)
+{
+    const fsdp_flag *near = NULL;
+    int best = 3;   /* at most two edits away */
+    for (int i = 0; i < fsdp_nflags; ++i) {
+        int d = distance(name, fsdp_flag_table[i].name);
+        if (d < best) { best = d; near = &fsdp_flag_table[i]; }
+    }
+    char known[256] = "";
+    for (int i = 0; i < fsdp_nflags; ++i) {
+        strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
+        strncat(known, fsdp_flag_table[i].name, sizeof known - strlen(known) - 1);
+    }
+    if (near)
+        return fsdp_fail(FSDP_ERR_CONFIG, "unknown flag %s: did you mean %s? (-fsdp-help lists the flags)", name,
+                         near->name);
+    return fsdp_fail(FSDP_ERR_CONFIG, "unknown flag %s (the plugin's flags: %s)", name, known);
+}
+
+fsdp_status fsdp_flags_take(int *argc, char **argv, fsdp_flags *out)
+{
+    memset(out, 0, sizeof *out);
+    char seen[sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]] = { 0 };
+    int i = 1;
+    while (i < *argc) {
+        if (strncmp(argv[i], "-fsdp", 5)) { ++i; continue; }
+        const fsdp_flag *f = find(argv[i]);
+        if (!f) return unknown(argv[i]);
+        if (seen[f - fsdp_flag_table]++) return fsdp_fail(FSDP_ERR_CONFIG, "%s is given twice", f->name);
+        int n = 1;
+        char *field = (char *)out + f->offset;
+        if (f->arg) {
+            if (i + 1 >= *argc || !strncmp(argv[i + 1], "-fsdp", 5))
+                return fsdp_fail(FSDP_ERR_CONFIG, "%s needs a value (%s)", f->name, f->arg);
+            *(const char **)field = argv[i + 1];
+            n = 2;
+        } else {
+            *(int *)field = 1;
+        }
+        for (int j = i; j + n <= *argc; ++j) argv[j] = argv[j + n];
+        *argc -= n;
+        argv[*argc] = NULL;
+    }
+    return FSDP_OK;
+}
+
+static void print_keys(FILE *f, fsdp_key_where where)
+{
+    for (int i = 0; i < fsdp_ncfg_keys; ++i) {
+        const fsdp_cfg_key *k = &fsdp_cfg_keys[i];
+        if (k->where != where) continue;
+        char head[64];
+        snprintf(head, sizeof head, "%s=%s", k->name, k->values);
+        fprintf(f, "  %-32s %s\n", head, k->help);
+    }
+}
+
+void fsdp_help_print(FILE *f)
+{
+    fputs("darknet-fsdp (libdarknet_fsdp.so): fully sharded data parallel training.\n"
+          "  mpirun -np N darknet -plugin libdarknet_fsdp.so [flags] classifier train DATA CFG [WEIGHTS]\n"
+          "The cfg's batch is per rank (global batch = batch x N).  docs/DESIGN.md has the details.\n"
+          "\nFlags (anywhere on the command line):\n", f);
+    for (int i = 0; i < fsdp_nflags; ++i) {
+        const fsdp_flag *fl = &fsdp_flag_table[i];
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        fprintf(f, "  %-32s %s\n", head, fl->help);
+    }
+    fputs("\ncfg keys, per layer:\n", f);
+    print_keys(f, FSDP_KEY_LAYER);
+    fputs("\ncfg keys, in [net]:\n", f);
+    print_keys(f, FSDP_KEY_NET);
+    fputs("\nEnvironment: FSDP_ALL_RANKS_PRINT=1 lets every rank print Darknet's output, not only rank 0.\n", f);
+}

@@ -1,0 +1,37 @@
+/* fsdp_flags.h: the plugin's command-line flags (docs/DESIGN.md, "Command
+ * line").  One table drives both parsing and -fsdp-help, so a flag cannot
+ * exist without its line of help. */
+#ifndef FSDP_FLAGS_H
+#define FSDP_FLAGS_H
+
+#include <stdio.h>
+#include "fsdp.h"
+
+/* What the command line asked of the plugin; NULL / 0 when not given. */
+typedef struct fsdp_flags {
+    const char *stats;     /* -fsdp-stats FILE */
+    const char *log;       /* -fsdp-log FILE */
+    const char *backend;   /* -fsdp-backend mpi|nccl */
+    int checkpoint;        /* -fsdp-checkpoint */
+    int resume;            /* -fsdp-resume */
+    int help;              /* -fsdp-help */
+} fsdp_flags;
+
+typedef struct fsdp_flag {
+    const char *name;      /* "-fsdp-stats" */
+    const char *arg;       /* the value's name in help ("FILE"); NULL for a switch */
+    const char *help;      /* one line */
+    size_t offset;         /* in fsdp_flags: a const char * with arg, an int without */
+} fsdp_flag;
+
+extern const fsdp_flag fsdp_flag_table[];
+extern const int fsdp_nflags;
+
+/* Takes every -fsdp-* flag out of argv into *out.  An unknown -fsdp-* flag,
+ * a missing value or a flag given twice is an error naming it. */
+fsdp_status fsdp_flags_take(int *argc, char **argv, fsdp_flags *out);
+
+/* The flags and the cfg keys, one line each (-fsdp-help, `darknet help`). */
+void fsdp_help_print(FILE *f);
+
+#endif

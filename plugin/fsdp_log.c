@@ -1,0 +1,97 @@
+/* -fsdp-log and the progress line (docs/DESIGN.md, "Log file"). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "fsdp_log.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static unsigned long long rss_bytes(void)
+{
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    fclose(f);
+    return resident * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+fsdp_status fsdp_log_open(fsdp_log *l, const char *path, int world)
+{
+    memset(l, 0, sizeof *l);
+    l->world = world;
+    if (path && !(l->path = strdup(path))) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes)
+{
+    l->t_last = l->t_mark = now();
+    l->bytes_last = bytes;
+    if (!l->path || l->f) return FSDP_OK;
+    l->f = fopen(l->path, "w");
+    return l->f ? FSDP_OK : fsdp_fail(FSDP_ERR_IO, "-fsdp-log %s: cannot write it", l->path);
+}
+
+/* "1:02:03" or "2:03" */
+static void clock_text(char *out, size_t n, double seconds)
+{
+    long s = seconds > 0 ? (long)(seconds + 0.5) : 0;
+    if (s >= 3600) snprintf(out, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(out, n, "%ld:%02ld", s / 60, s % 60);
+}
+
+/* Every tenth of max_batches, and at the first and last step, of runs of
+ * at least ten steps: the time left at the rate since the last line. */
+static void progress(fsdp_log *l, const network *net, size_t step, float loss, double ips, double t)
+{
+    size_t max = (size_t)net->max_batches, every = max / 10;
+    if (max < 10 || (step != 1 && step != max && step % every)) return;
+    double per_step = step > l->step_mark ? (t - l->t_mark) / (double)(step - l->step_mark) : 0;
+    char left[32];
+    clock_text(left, sizeof left, per_step * (double)(max > step ? max - step : 0));
+    fprintf(stderr, "fsdp: step %zu/%zu (%d%%), loss %.4f (avg %.4f), %.0f images/s, %s left\n", step, max,
+            (int)(100 * step / max), loss, l->avg_loss, ips, left);
+    l->t_mark = t;
+    l->step_mark = step;
+}
+
+fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes)
+{
+    double t = now(), dt = t - l->t_last;
+    size_t step = get_current_batch((network *)net);
+    double images = (double)net->batch * net->subdivisions * l->world;
+    double ips = dt > 0 ? images / dt : 0;
+    /* Darknet's own running average, as its iteration line prints it. */
+    l->avg_loss = l->steps++ ? 0.9 * l->avg_loss + 0.1 * loss : loss;
+    if (l->f) {
+        fprintf(l->f, "{\"step\": %zu, \"loss\": %.9g, \"avg_loss\": %.9g, \"lr\": %.9g, \"seconds\": %.6f, "
+                "\"images_per_s\": %.2f, \"images\": %zu, \"bytes\": %llu, \"rss_bytes\": %llu, "
+                "\"world\": %d, \"max_batches\": %d}\n",
+                step, loss, l->avg_loss, get_current_rate((network *)net), dt, ips, *net->seen,
+                (unsigned long long)(bytes - l->bytes_last), rss_bytes(), l->world, net->max_batches);
+        if (fflush(l->f) != 0 || ferror(l->f)) {
+            fsdp_status s = fsdp_fail(FSDP_ERR_IO, "-fsdp-log %s: cannot write it", l->path);
+            fsdp_log_close(l);
+            return s;
+        }
+    }
+    progress(l, net, step, loss, ips, t);
+    l->t_last = t;
+    l->bytes_last = bytes;
+    return FSDP_OK;
+}
+
+void fsdp_log_close(fsdp_log *l)
+{
+    if (l->f) fclose(l->f);
+    free(l->path);
+    l->f = NULL;
+    l->path = NULL;
+}

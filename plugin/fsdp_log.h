@@ -1,0 +1,33 @@
+/* fsdp_log.h: rank 0's record of training (docs/DESIGN.md, "Log file"):
+ * one JSON line per step with -fsdp-log FILE, and a progress line with the
+ * time left every tenth of max_batches. */
+#ifndef FSDP_LOG_H
+#define FSDP_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "darknet.h"
+#include "fsdp.h"
+
+typedef struct fsdp_log {
+    FILE *f;                 /* NULL: no -fsdp-log */
+    char *path;
+    int world;
+    double t_last;           /* when the last step ended (or the network was built) */
+    double t_mark;           /* when the last progress line was printed */
+    size_t step_mark;
+    uint64_t bytes_last;     /* collective bytes counted up to the last step */
+    double avg_loss;
+    int steps;
+} fsdp_log;
+
+/* Rank 0: will log to PATH (NULL: progress lines only). */
+fsdp_status fsdp_log_open(fsdp_log *l, const char *path, int world);
+/* The network is built: opens (truncates) the file; steps are timed from now. */
+fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes);
+/* After a training step: LOSS is the mean over ranks, BYTES every byte of
+ * collectives this rank has counted so far. */
+fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes);
+void fsdp_log_close(fsdp_log *l);
+
+#endif

@@ -1,0 +1,17 @@
+/* fsdp_quiet.h: rank 0 alone prints Darknet's start-up lines; the other
+ * ranks still show their own errors (fsdp_quiet.c). */
+#ifndef FSDP_QUIET_H
+#define FSDP_QUIET_H
+
+#include "fsdp.h"
+
+/* On ranks other than 0 (unless FSDP_ALL_RANKS_PRINT is set), captures
+ * stderr until fsdp_quiet_end. */
+fsdp_status fsdp_quiet_begin(int rank);
+/* The network is built: stderr is the rank's own again; the plugin's
+ * messages written meanwhile are passed on. */
+void fsdp_quiet_end(void);
+/* The run ended well: nothing captured needs showing. */
+void fsdp_quiet_ok(void);
+
+#endif
