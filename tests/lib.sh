@@ -5,7 +5,8 @@ S=${FSDP_SOURCE:?FSDP_SOURCE must name the source folder}
 DN=$B/darknet
 PLUGIN=$B/libdarknet_fsdp.so
 WDIFF=$B/fsdp_wdiff
-read -r -a MPIRUN <<< "${FSDP_MPIRUN:-mpirun --oversubscribe}"
+# MPIRUN (mpirun with the shared flags), as root; median_step.
+. "$S/tools/lib.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fsdp-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 FAILS=0

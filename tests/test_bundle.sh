@@ -45,7 +45,7 @@ D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
 sed 's/^batch=.*/batch=4/' "$S/cfg/tests/residual.cfg" > "$WORK/r4.cfg"
 sed 's/^batch=.*/batch=8/' "$S/cfg/tests/residual.cfg" > "$WORK/r8.cfg"
-MPIRUN=(mpirun --oversubscribe --bind-to none)
+MPIRUN=(mpirun "${FSDP_MPIRUN_FLAGS[@]}")  # the bundle's, first on PATH
 DN=$BUNDLE/build/darknet PLUGIN=$BUNDLE/build/libdarknet_fsdp.so WDIFF=$BUNDLE/build/fsdp_wdiff
 train_np "$WORK/np2.w" 2 "$D/data.data" "$WORK/r4.cfg" -seed 5
 train "$WORK/np1.w" "$D/data.data" "$WORK/r8.cfg" -plugin "$PLUGIN" -seed 5

@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# tools/lib.sh: what the scripts in tools/ and tests/ share.  Source it; it
+# defines variables and functions and changes no shell option.
+
+FSDP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# fsdp_list FILE: the words of a list file (tools/packages.txt,
+# tools/mpirun-flags.txt), one a line; # starts a comment.
+fsdp_list() { awk '{ sub(/#.*/, ""); for (i = 1; i <= NF; i++) print $i }' "$1"; }
+
+# fsdp_installed PACKAGE: whether dpkg lists it as installed.
+fsdp_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# fsdp_missing_packages: those of tools/packages.txt (tools/setup's) not installed.
+fsdp_missing_packages() {
+  local p
+  while read -r p; do fsdp_installed "$p" || echo "$p"; done < <(fsdp_list "$FSDP_ROOT/tools/packages.txt")
+}
+
+# mpirun as every multi-rank run here starts it: as root, more ranks than
+# cores, the flags of tools/mpirun-flags.txt.  FSDP_MPIEXEC (set by CTest)
+# names the mpirun CMake found.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+mapfile -t FSDP_MPIRUN_FLAGS < <(fsdp_list "$FSDP_ROOT/tools/mpirun-flags.txt")
+# shellcheck disable=SC2034 # used by the scripts that source this
+MPIRUN=("${FSDP_MPIEXEC:-mpirun}" "${FSDP_MPIRUN_FLAGS[@]}")
+
+# median_step LOG: the median of the per-step seconds Darknet printed in LOG,
+# the first step (warm-up) left out; nan when there is none.
+median_step() {
+  awk -F', ' '/ avg, .* rate, .* seconds, / { split($5, a, " "); print a[1] }' "$1" | tail -n +2 | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else printf "%.4f\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
