@@ -2,7 +2,7 @@
 """Checks an -fsdp-stats file against the communication theory of docs/DESIGN.md.
 
 usage: check_stats.py STATS --world N --strategy S --steps K [--subdivisions D]
-                      [--reshard 0|1] GROUP...
+                      [--reshard 0|1] [--sync-bn 0|1] [--bn NAME=CHANNELS]... GROUP...
 GROUP is NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_BACKWARD with counts of
 parameters worked out from the cfg by hand (see the cfg's comments) and 0/1
 flags.  Per step, for a group with trainable T and frozen F parameters,
@@ -13,6 +13,11 @@ padded buffers of N*ceil(T/N) and N*ceil(F/N) floats:
            when a frozen layer of the group must pass deltas back.
   grad_op: one reduce-scatter and one all-gather of T's buffer.
   none:    one all-reduce of T floats.
+Synchronized batch norm (any strategy): a group whose trainable batch-norm
+layers have CHANNELS channels in all (--bn; 0 when not given) all-reduces
+4 * CHANNELS floats per micro-batch (mean and variance in forward,
+mean_delta and variance_delta in backward): 16 * CHANNELS bytes * D per
+step, when the world is larger than one and sync_bn=1; else nothing.
 Exits 1 with every mismatch listed."""
 import argparse
 import json
@@ -55,6 +60,8 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--subdivisions", type=int, default=1)
     ap.add_argument("--reshard", type=int, default=1)
+    ap.add_argument("--sync-bn", type=int, default=1)
+    ap.add_argument("--bn", action="append", default=[], metavar="NAME=CHANNELS")
     ap.add_argument("groups", nargs="+")
     a = ap.parse_args()
     st = json.load(open(a.stats))
@@ -98,6 +105,16 @@ def main():
     for k, v in totals.items():
         if st["bytes"][k] != v:
             bad.append("total %s = %s, theory %s" % (k, st["bytes"][k], v))
+    bn = {k: int(v) for k, v in (spec.split("=") for spec in a.bn)}
+    sync = a.sync_bn and a.world > 1
+    bn_total = 0
+    for g in st["groups"]:
+        exp = 16 * bn.get(g["name"], 0) * a.subdivisions * a.steps if sync else 0
+        bn_total += exp
+        if g.get("bn_all_reduce_bytes") != exp:
+            bad.append("group %s: bn_all_reduce_bytes = %s, theory %s" % (g["name"], g.get("bn_all_reduce_bytes"), exp))
+    if st["bytes"].get("bn_all_reduce") != bn_total:
+        bad.append("total bn_all_reduce = %s, theory %s" % (st["bytes"].get("bn_all_reduce"), bn_total))
     for b in bad:
         print("stats: " + b)
     sys.exit(1 if bad else 0)
