@@ -1,4 +1,5 @@
 #include <malloc.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_engine.h"
@@ -170,21 +171,6 @@ static fsdp_status plan_prefetch(fsdp_engine *e, int n)
 }
 
 
-/* Host buffers reused across steps: up to the two largest gathered groups'
- * worth, which a step holds at once anyway (one group and its prefetch). */
-static void set_pool(fsdp_engine *e)
-{
-    size_t a = 0, b = 0;
-    if (e->mem.device || e->strategy != FSDP_SHARD_FULL) return;
-    for (int k = 0; k < e->ngroups; ++k) {
-        size_t n = (e->groups[k].train.nfull + e->groups[k].frozen.nfull) * sizeof(float);
-        if (n > a) { b = a; a = n; }
-        else if (n > b) b = n;
-    }
-    e->pool.limit_bytes = a + b;
-    e->mem.pool = &e->pool;
-}
-
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 {
     if (e->net)
@@ -220,7 +206,8 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
-    set_pool(e);
+    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
+    if (!e->mem.device) e->mem.pool = &e->pool;
     malloc_trim(0);
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
@@ -393,6 +380,11 @@ fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
 {
     if (net != e->net) return FSDP_OK;
     ++e->steps;
+    /* Page faults of the steady state: from the end of the first step on. */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    if (e->steps == 1) e->faults_first_step = (uint64_t)ru.ru_minflt;
+    e->faults_last_step = (uint64_t)ru.ru_minflt;
     if (e->be->world == 1) return FSDP_OK;
     double v = *loss;
     FSDP_TRY(e->be->sum_f64(e->be, &v, 1));

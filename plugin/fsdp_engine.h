@@ -55,6 +55,7 @@ typedef struct fsdp_engine {
     int *next_backward;      /* per layer: the group whose backward comes next below it, or -1 */
     fsdp_layer_fns *orig;    /* per layer: Darknet's own functions, under the frozen wrappers */
     int steps;
+    uint64_t faults_first_step, faults_last_step;   /* minor page faults at the end of step 1 and of the last */
     int prefetch;            /* shard_prefetch=1 and the backend can start collectives */
     fsdp_flat *rs_inflight;  /* the one reduce-scatter not yet waited for */
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;

@@ -145,15 +145,18 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
         point_grad(f, NULL);
     }
     if (f->own_in_full) {
-        fsdp_mem_free(c->mem, f->full);
+        fsdp_mem_free(c->mem, f->full);   /* a replica holding own */
     } else {
-        if (f->full != f->own) fsdp_mem_free(c->mem, f->full);
+        if (f->full != f->own) {
+            if (f->kind.sharded) fsdp_mem_give(c->mem, f->full);   /* gathered for a step */
+            else fsdp_mem_free(c->mem, f->full);                   /* replicated frozen parameters */
+        }
         fsdp_mem_free(c->mem, f->own);
     }
-    fsdp_mem_free(c->mem, f->gown);
-    fsdp_mem_free(c->mem, f->grad);
-    fsdp_mem_free(c->mem, f->save_grad);
-    fsdp_mem_free(c->mem, f->pending);
+    fsdp_mem_give(c->mem, f->gown);
+    fsdp_mem_give(c->mem, f->grad);
+    fsdp_mem_give(c->mem, f->save_grad);
+    fsdp_mem_give(c->mem, f->pending);
     free(f->t);
     free(f->off);
     free(f->data_at);
@@ -168,7 +171,7 @@ fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !c->dbe->all_gather_start)
         return FSDP_OK;
-    f->pending = fsdp_mem_alloc(c->mem, f->nfull, 0);
+    f->pending = fsdp_mem_take(c->mem, f->nfull, 0);
     if (!f->pending) return FSDP_ERR_NOMEM;
     f->state = FSDP_FLAT_GATHERING;
     return c->dbe->all_gather_start(c->dbe, f->own, f->pending, f->shard, &f->gather_ticket);
@@ -185,7 +188,7 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     } else if (c->be->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
     } else {
-        f->full = fsdp_mem_alloc(c->mem, f->nfull, 0);
+        f->full = fsdp_mem_take(c->mem, f->nfull, 0);
         if (!f->full) return FSDP_ERR_NOMEM;
         FSDP_TRY(c->dbe->all_gather(c->dbe, f->own, f->full, f->shard));
     }
@@ -199,7 +202,7 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->kind.sharded || f->state != FSDP_FLAT_GATHERED) return;  /* replicated parameters stay */
     point(f, NULL);
-    if (f->full != f->own) fsdp_mem_free(c->mem, f->full);
+    if (f->full != f->own) fsdp_mem_give(c->mem, f->full);
     f->full = NULL;
     f->state = FSDP_FLAT_SHARDED;
 }
@@ -208,7 +211,7 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt) return FSDP_OK;
     if (f->grad_state == FSDP_GRAD_NONE) {
-        f->grad = fsdp_mem_alloc(c->mem, f->nfull, 1);
+        f->grad = fsdp_mem_take(c->mem, f->nfull, 1);
         if (!f->grad) return FSDP_ERR_NOMEM;
         f->grad_state = FSDP_GRAD_ACCUMULATING;
     }
@@ -241,9 +244,9 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     }
     *rs = f->nfull * sizeof(float);
     float *full = f->gown;
-    f->gown = fsdp_mem_alloc(c->mem, f->shard, 0);
+    f->gown = fsdp_mem_take(c->mem, f->shard, 0);
     if (!f->gown) {
-        fsdp_mem_free(c->mem, full);
+        fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
     }
     if (c->dbe->reduce_scatter_start) {
@@ -254,7 +257,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
         return c->dbe->reduce_scatter_start(c->dbe, full, f->gown, f->shard, &f->rs_ticket);
     }
     fsdp_status s = c->dbe->reduce_scatter(c->dbe, full, f->gown, f->shard);
-    fsdp_mem_free(c->mem, full);
+    fsdp_mem_give(c->mem, full);
     return s;
 }
 
@@ -262,7 +265,7 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (f->grad_state != FSDP_GRAD_REDUCING) return FSDP_OK;
     fsdp_status s = c->dbe->wait(c->dbe, f->rs_ticket);
-    fsdp_mem_free(c->mem, f->rs_source);
+    fsdp_mem_give(c->mem, f->rs_source);
     f->rs_source = NULL;
     f->grad_state = FSDP_GRAD_REDUCED;
     return s;
@@ -271,7 +274,7 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
 void fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (f->grad_state != FSDP_GRAD_REDUCED) return;
-    fsdp_mem_free(c->mem, f->gown);
+    fsdp_mem_give(c->mem, f->gown);
     f->gown = NULL;
     f->grad_state = FSDP_GRAD_NONE;
 }
@@ -285,7 +288,7 @@ fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t 
     }
     /* Darknet's pull_*_layer also copies the gradient arrays to the host. */
     if (c->mem->device && f->nt && !f->save_grad) {
-        f->save_grad = fsdp_mem_alloc(c->mem, f->nfull, 1);
+        f->save_grad = fsdp_mem_take(c->mem, f->nfull, 1);
         if (!f->save_grad) return FSDP_ERR_NOMEM;
         point_grad(f, f->save_grad);
         for (int k = 0; k < f->nt; ++k) {
@@ -306,7 +309,7 @@ void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f)
             free(*f->t[k].grad);
             *f->t[k].grad = NULL;
         }
-        fsdp_mem_free(c->mem, f->save_grad);
+        fsdp_mem_give(c->mem, f->save_grad);
         f->save_grad = NULL;
     }
 }

@@ -24,18 +24,37 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
         return p;
     }
 #endif
-    fsdp_mem_pool *pool = m->pool;
-    for (int i = 0; pool && i < FSDP_POOL_SLOTS; ++i) {
-        /* A close fit only: a big block must not serve a small request. */
-        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] > bytes + bytes / 4) continue;
-        float *p = pool->p[i];
-        pool->bytes -= pool->cap[i];
-        pool->p[i] = NULL;
-        if (zero) memset(p, 0, bytes);
-        return p;
-    }
     float *p = zero ? calloc(1, bytes) : malloc(bytes);
     if (!p) fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats", n);
+    return p;
+}
+
+float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero)
+{
+    fsdp_mem_pool *pool = m->pool;
+    if (m->device || !pool) return fsdp_mem_alloc(m, n, zero);
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    int best = -1;
+    for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
+        /* A close fit only: a big block must not serve a small request. */
+        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] / 2 > bytes) continue;
+        if (best < 0 || pool->cap[i] < pool->cap[best]) best = i;
+    }
+    float *p;
+    size_t cap;
+    if (best >= 0) {
+        p = pool->p[best];
+        cap = pool->cap[best];
+        pool->p[best] = NULL;
+        pool->bytes -= cap;
+        if (zero) memset(p, 0, bytes);
+    } else {
+        p = fsdp_mem_alloc(m, n, zero);
+        if (!p) return NULL;
+        cap = malloc_usable_size(p);
+    }
+    pool->live += cap;
+    if (pool->live > pool->peak) pool->peak = pool->live;
     return p;
 }
 
@@ -83,9 +102,21 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
         return;
     }
 #endif
+    (void)m;
+    free(p);
+}
+
+void fsdp_mem_give(const fsdp_mem_ctx *m, float *p)
+{
     fsdp_mem_pool *pool = m->pool;
+    if (!p) return;
+    if (m->device || !pool) {
+        fsdp_mem_free(m, p);
+        return;
+    }
     size_t cap = malloc_usable_size(p);
-    for (int i = 0; pool && pool->bytes + cap <= pool->limit_bytes && i < FSDP_POOL_SLOTS; ++i) {
+    pool->live -= cap < pool->live ? cap : pool->live;
+    for (int i = 0; pool->live + pool->bytes + cap <= pool->peak && i < FSDP_POOL_SLOTS; ++i) {
         if (pool->p[i]) continue;
         pool->p[i] = p;
         pool->cap[i] = cap;

@@ -9,19 +9,24 @@
 #include <stddef.h>
 #include "fsdp.h"
 
-/* Host buffers freed recently, kept for reuse: a gathered group's buffer is
- * allocated and freed every step, and fresh pages cost a fault and a zeroing
- * each.  Bounded by limit_bytes (0: no pool). */
-#define FSDP_POOL_SLOTS 4
+/* Host buffers a step takes and gives back (gathered parameters, gradients,
+ * prefetches), kept for reuse: fresh pages cost a fault and a zeroing each,
+ * every step.  The pool never holds more than the most that was ever taken
+ * at once (`peak`, in practice what one step needs): live + held <= peak
+ * whenever a buffer is given back, so keeping them costs no memory a step
+ * would not use anyway. */
+#define FSDP_POOL_SLOTS 16
 typedef struct fsdp_mem_pool {
     float *p[FSDP_POOL_SLOTS];
     size_t cap[FSDP_POOL_SLOTS];
-    size_t bytes, limit_bytes;
+    size_t bytes;   /* held for reuse */
+    size_t live;    /* taken and not yet given back */
+    size_t peak;    /* the most live at once so far */
 } fsdp_mem_pool;
 
 typedef struct fsdp_mem_ctx {
     int device;
-    fsdp_mem_pool *pool;
+    fsdp_mem_pool *pool;   /* NULL: take and give are alloc and free */
     size_t align;   /* tensors start at multiples of this many floats in a flat (1 on the host) */
     int no_pool;    /* device without stream-ordered allocation: cudaMalloc/cudaFree */
 } fsdp_mem_ctx;
@@ -42,9 +47,15 @@ fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device);
 /* Frees what the pool holds. */
 void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);
 
-/* n floats; zeroed if zero.  NULL (with a message) when out of memory. */
+/* n floats for the whole run (shards, optimizer state, replicas); zeroed if
+ * zero.  NULL (with a message) when out of memory. */
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
+/* n floats for part of a step, from the host pool where there is one (the
+ * smallest held buffer that fits, at most twice the size); zeroed if zero.
+ * Give back with fsdp_mem_give, never fsdp_mem_free. */
+float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero);
+void fsdp_mem_give(const fsdp_mem_ctx *m, float *p);
 /* Frees an array Darknet allocated in this kind of memory (a layer's own
  * weights or gradients, taken over by the engine) and sets it to NULL. */
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array);

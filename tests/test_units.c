@@ -318,25 +318,44 @@ Test(optim, no_gradient_still_decays_and_keeps_momentum)
 
 /* ---- the host buffer pool ---------------------------------------------- */
 
-Test(mem, pool_reuses_close_fits_within_its_limit)
+Test(mem, pool_reuses_close_fits_and_holds_no_more_than_its_peak)
 {
-    fsdp_mem_pool pool = { .limit_bytes = 3000 * sizeof(float) };
+    fsdp_mem_pool pool = { 0 };
     fsdp_mem_ctx m = { .device = 0, .pool = &pool };
-    float *a = fsdp_mem_alloc(&m, 1000, 0);
+    float *a = fsdp_mem_take(&m, 1000, 0);
     for (int i = 0; i < 1000; ++i) a[i] = 7.f;
-    fsdp_mem_free(&m, a);
-    cr_assert_gt(pool.bytes, 0, "a freed buffer is kept");
-    float *b = fsdp_mem_alloc(&m, 1000, 1);
+    fsdp_mem_give(&m, a);
+    cr_assert_gt(pool.bytes, 0, "a buffer given back is kept");
+    float *b = fsdp_mem_take(&m, 1000, 1);
     cr_assert_eq(b, a, "and served again for the same size");
     for (int i = 0; i < 1000; ++i) cr_assert_float_eq(b[i], 0.f, 0, "zeroed when asked");
     cr_assert_eq(pool.bytes, 0);
-    fsdp_mem_free(&m, b);
-    float *small = fsdp_mem_alloc(&m, 10, 0);
+    fsdp_mem_give(&m, b);
+    float *small = fsdp_mem_take(&m, 10, 0);
     cr_assert_neq(small, b, "a big block does not serve a small request");
-    float *big = fsdp_mem_alloc(&m, 5000, 0);
-    fsdp_mem_free(&m, big);
-    cr_assert_leq(pool.bytes, pool.limit_bytes, "the pool stays within its limit");
-    fsdp_mem_free(&m, small);
+    float *big = fsdp_mem_take(&m, 5000, 0);
+    fsdp_mem_give(&m, small);
+    fsdp_mem_give(&m, big);
+    cr_assert_leq(pool.live + pool.bytes, pool.peak, "the pool never holds more than the peak");
+    cr_assert_eq(pool.live, 0);
+    fsdp_mem_pool_drain(&m);
+    /* Steps that take and give the same buffers: from the second on, every
+     * take is served by the pool. */
+    fsdp_mem_pool fresh = { 0 };
+    m.pool = &fresh;
+    float *g1 = fsdp_mem_take(&m, 5000, 0), *p1 = fsdp_mem_take(&m, 3000, 0), *s1 = fsdp_mem_take(&m, 700, 0);
+    fsdp_mem_give(&m, p1);
+    fsdp_mem_give(&m, s1);
+    fsdp_mem_give(&m, g1);
+    cr_assert_geq(fresh.bytes, 8700 * sizeof(float), "all three kept");
+    for (int step = 0; step < 3; ++step) {
+        float *g = fsdp_mem_take(&m, 5000, 1), *p = fsdp_mem_take(&m, 3000, 0), *q = fsdp_mem_take(&m, 700, 0);
+        cr_assert_eq(fresh.bytes, 0, "step %d: every buffer from the pool", step);
+        cr_assert(g == g1 && p == p1 && q == s1, "step %d: the same buffers", step);
+        fsdp_mem_give(&m, p);
+        fsdp_mem_give(&m, q);
+        fsdp_mem_give(&m, g);
+    }
     fsdp_mem_pool_drain(&m);
     cr_assert_eq(pool.bytes, 0);
 }
