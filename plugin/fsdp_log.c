@@ -48,12 +48,14 @@ static void clock_text(char *out, size_t n, double seconds)
 }
 
 /* Every tenth of max_batches, and at the first and last step, of runs of
- * at least ten steps: the time left at the rate since the last line. */
-static void progress(fsdp_log *l, const network *net, size_t step, float loss, double ips, double t)
+ * at least ten steps: images/s and the time left at the rate since the last
+ * line (one step's rate jumps with the data loader). */
+static void progress(fsdp_log *l, const network *net, size_t step, float loss, double images, double t)
 {
     size_t max = (size_t)net->max_batches, every = max / 10;
     if (max < 10 || (step != 1 && step != max && step % every)) return;
     double per_step = step > l->step_mark ? (t - l->t_mark) / (double)(step - l->step_mark) : 0;
+    double ips = per_step > 0 ? images / per_step : 0;
     char left[32];
     clock_text(left, sizeof left, per_step * (double)(max > step ? max - step : 0));
     fprintf(stderr, "fsdp: step %zu/%zu (%d%%), loss %.4f (avg %.4f), %.0f images/s, %s left\n", step, max,
@@ -82,7 +84,7 @@ fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t 
             return s;
         }
     }
-    progress(l, net, step, loss, ips, t);
+    progress(l, net, step, loss, images, t);
     l->t_last = t;
     l->bytes_last = bytes;
     return FSDP_OK;

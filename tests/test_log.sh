@@ -32,7 +32,7 @@ for l, p in zip(lines, printed):
     if l["step"] != p[0] or max(abs(l["loss"] - p[1]), abs(l["avg_loss"] - p[2]), abs(l["lr"] - p[3])) > 2e-6:
         bad.append("step %s: logged %s, printed %s" % (l["step"], l, p))
 total = sum(l["bytes"] for l in lines)
-want = st["bytes"]["all_gather"] + st["bytes"]["reduce_scatter"] + st["bytes"]["all_reduce"]
+want = sum(st["bytes"][k] for k in ("all_gather", "reduce_scatter", "all_reduce", "bn_all_reduce"))
 if total != want or st["bytes"]["bn_all_reduce"] == 0: bad.append("bytes: log %d, stats %d (%s)" % (total, want, st["bytes"]))
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
