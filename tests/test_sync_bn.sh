@@ -13,10 +13,35 @@
 #     weights trained one step: the trunk, rolling statistics included, stays
 #     bit-identical; the rest equals the plugin's world of one with the
 #     N-times batch (stock Darknet has no frozen=1)
+#   refused: what cannot be synchronized, and a bad sync_bn value, stop every
+#     rank with a message and a non-zero exit
 . "$(dirname "$0")/lib.sh"
 case=$1 np=$2
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16 --size 32
+
+# expect_refusal WHAT PATTERN CFG: NP ranks stop with PATTERN, non-zero, no hang, no weights.
+expect_refusal() {
+  local out rc=0
+  rm -rf "$D/backup"
+  out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$3" 2>&1) || rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qE -- "$2" <<< "$out" && [ -z "$(ls "$D/backup" 2>/dev/null)" ]; then
+    pass "$1 (exit $rc)"
+  else
+    fail "$1: exit $rc, output: $(grep -i "fsdp\|error" <<< "$out" | head -3)"
+  fi
+}
+if [ "$case" = refused ]; then
+  # tiny.cfg's layer 3, [connected] 486 -> 5, with batch norm over a batch of 1.
+  cfg=$WORK/tiny-bn.cfg
+  sed -e 's/^batch=.*/batch=1/' -e '0,/^\[connected\]$/s//[connected]\nbatch_normalize=1/' "$S/cfg/tests/tiny.cfg" > "$cfg"
+  expect_refusal "batch norm over 1 value per channel per rank" \
+    "layer 3: synchronized batch norm needs at least 2 values per channel on each rank \(batch x height x width is 1\); raise batch, or set sync_bn=0" "$cfg"
+  sed -i 's/^\[net\]$/[net]\nsync_bn=2/' "$cfg"
+  expect_refusal "sync_bn=2" "tiny-bn.cfg:$(grep -n -m1 '^sync_bn=2$' "$cfg" | cut -d: -f1): sync_bn=2: expected 0 or 1" "$cfg"
+  finish
+  exit
+fi
 global=8
 b=$((global / np))
 # Trainable parameters and batch-norm channels, worked out in the cfgs' comments.
