@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The engine on a GPU (GPU build): against the CPU engine and stock Darknet's
-# GPU path on the same seed, N ranks against one, frozen probes.  Several
-# ranks share one GPU through -fsdp-backend mpi (NCCL refuses that); with
-# two GPUs or more, NCCL runs too.  Skips (exit 77) without a GPU.
+# GPU path on the same seed, N ranks against one, frozen probes, synchronized
+# batch norm.  Several ranks share one GPU through -fsdp-backend mpi (NCCL
+# refuses that); with two GPUs or more, NCCL runs too.  Skips (exit 77)
+# without a GPU.
 # env: FSDP_BUILD=the GPU build, FSDP_CPU_BUILD=the CPU build (default $FSDP_SOURCE/build)
 . "$(dirname "$0")/lib.sh"
 CPU=${FSDP_CPU_BUILD:-$S/build}
@@ -76,4 +77,17 @@ if [ "$ngpu" -ge 2 ]; then
 else
   echo "skip - NCCL with 2 ranks needs 2 GPUs (this machine has $ngpu)"
 fi
+
+# 6. Synchronized batch norm on the GPU: Darknet's resnet18 (32x32), 2 ranks on
+# one GPU (mpi) running Darknet's batch-norm kernels normalised as cuDNN
+# does, against stock Darknet's cuDNN path with twice the batch.
+c=$WORK/resnet18-bn.cfg
+sed 's/^batch=.*/batch=8/' "$S/cfg/tests/resnet18-bn.cfg" > "$c"
+train "$WORK/bn-stock.w" "$D/data.data" "$c" -seed 5
+sed -i 's/^batch=.*/batch=4/' "$c"
+train_np "$WORK/bn-sync2.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-backend mpi -fsdp-stats "$WORK/bn-sync.json"
+check "GPU sync_bn, 2 ranks on one GPU (mpi), equal stock Darknet (cuDNN) with batch 8 ($("$WDIFF" "$WORK/bn-stock.w" "$WORK/bn-sync2.w" --tol 1e-3 | head -1))" \
+  "$WDIFF" "$WORK/bn-stock.w" "$WORK/bn-sync2.w" --tol 1e-3
+check "GPU sync_bn: every rank's rolling statistics bit-identical" \
+  python3 -c "import json,sys; r=json.load(open('$WORK/bn-sync.json'))['bn_rolling']; sys.exit(0 if r['checks'] >= 1 and r['differ'] == 0 else 1)"
 finish
