@@ -62,6 +62,9 @@ fsdp_status fsdp_backend_mpi_create(fsdp_backend **out);
  * for sum_f64), clamped to [1, INT_MAX].  Default INT_MAX; tests lower it to
  * exercise chunking on small buffers.  No effect on other backends. */
 void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats);
+/* Whether its reduce-scatter and all-reduce take the shared-memory path
+ * (fsdp_shm.h: every rank on this node, FSDP_SHM not 0); 0 for other backends. */
+int fsdp_backend_mpi_shared_memory(const fsdp_backend *b);
 /* A world of one: collectives are copies; no MPI needed. */
 fsdp_status fsdp_backend_self_create(fsdp_backend **out);
 #ifdef GPU

@@ -10,6 +10,10 @@
  * elements.  A chunk of an all-gather or reduce-scatter covers the slice
  * [off, off + k) of every rank's shard, which is not contiguous in the full
  * buffer; it passes through a staging buffer of world * k floats.
+ *
+ * When every rank shares the node, reduce-scatter and float all-reduce go
+ * through shared memory instead (fsdp_shm.h), and complete before they
+ * return, started or not.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -17,12 +21,14 @@
 #include <string.h>
 #include "fsdp_backend.h"
 #include "fsdp_mpi.h"
+#include "fsdp_shm.h"
 
 typedef struct {
     MPI_Comm comm;
     size_t limit; /* most elements one MPI call carries */
     MPI_Request req[FSDP_TICKETS];   /* started collectives, by ticket slot */
     fsdp_tickets tickets;
+    fsdp_shm *shm;        /* NULL: ranks on several nodes, or FSDP_SHM=0 */
 } mpib_ctx;
 
 /* Bound on the staging buffer (floats, all ranks' slices together): chunking
@@ -114,6 +120,9 @@ static fsdp_status mpib_reduce_scatter(fsdp_backend *b, const float *full, float
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     if (n == 0)
         return FSDP_OK;
+    mpib_ctx *c = b->ctx;
+    if (c->shm)
+        return fsdp_shm_reduce_scatter(c->shm, full, shard, n);
     if (!in_place)
         return reduce_scatter_apart(b, full, shard, n);
     /* MPI forbids the output inside the input, and its MPI_IN_PLACE leaves
@@ -144,6 +153,9 @@ static fsdp_status sum_in_place(fsdp_backend *b, void *buf, size_t count,
 
 static fsdp_status mpib_all_reduce(fsdp_backend *b, float *buf, size_t count)
 {
+    mpib_ctx *c = b->ctx;
+    if (c->shm)
+        return fsdp_shm_all_reduce(c->shm, buf, count);
     return sum_in_place(b, buf, count, MPI_FLOAT, sizeof(float));
 }
 
@@ -215,7 +227,7 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full,
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     FSDP_TRY(mpib_ticket(b, &req, ticket));
-    if (n == 0 || in_place || n > mpib_limit(b))
+    if (n == 0 || in_place || n > mpib_limit(b) || ((mpib_ctx *)b->ctx)->shm)
         return mpib_reduce_scatter(b, full, shard, n);
     mpiCheck(MPI_Ireduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b), req));
     return FSDP_OK;
@@ -238,6 +250,8 @@ static void mpib_destroy(fsdp_backend *b)
     mpib_ctx *c = b->ctx;
     int finalized = 1;
     MPI_Finalized(&finalized);
+    if (c)
+        fsdp_shm_close(c->shm);
     if (c && c->comm != MPI_COMM_NULL && !finalized)
         MPI_Comm_free(&c->comm);
     free(c);
@@ -267,7 +281,7 @@ static fsdp_status mpib_open(fsdp_backend *b)
     mpiCheck(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN));
     mpiCheck(MPI_Comm_rank(c->comm, &b->rank));
     mpiCheck(MPI_Comm_size(c->comm, &b->world));
-    return FSDP_OK;
+    return fsdp_shm_open(c->comm, &c->shm);
 }
 
 fsdp_status fsdp_mpi_fail(int err, const char *file, int line, const char *call)
@@ -314,4 +328,9 @@ void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats)
         return;
     mpib_ctx *c = b->ctx;
     c->limit = floats < 1 ? 1 : floats > INT_MAX ? (size_t)INT_MAX : floats;
+}
+
+int fsdp_backend_mpi_shared_memory(const fsdp_backend *b)
+{
+    return b && b->destroy == mpib_destroy && ((const mpib_ctx *)b->ctx)->shm != NULL;
 }

@@ -153,7 +153,11 @@ static void print_header(const fsdp_backend *b, const options *o, const char *wh
         return;
     printf("# bench_collectives: backend %s, world %d%s, median of %d iterations after %d warmup\n"
            "# time: slowest rank after a barrier; algbw = size/time; busbw = algbw*(n-1)/n,\n"
-           "# all_reduce 2(n-1)/n\n#\n", b->name, b->world, where, o->iters, o->warmup);
+           "# all_reduce 2(n-1)/n\n", b->name, b->world, where, o->iters, o->warmup);
+    if (!strcmp(b->name, "mpi"))
+        printf("# reduce-scatter and all-reduce: %s\n", fsdp_backend_mpi_shared_memory(b)
+               ? "shared memory (fsdp_shm.h)" : "MPI's own (FSDP_SHM=0, or ranks on several nodes)");
+    printf("#\n");
     printf("# %14s %12s %14s %11s %12s %12s\n", "collective", "size(B)", "count(float)",
            "time(us)", "algbw(GB/s)", "busbw(GB/s)");
 }

@@ -599,6 +599,15 @@ static int run_mpi_suites(int *checked_world)
         MPI_Abort(MPI_COMM_WORLD, 2);
     int failures = check_identity(b, "mpi");
     *checked_world = b->world;
+    /* CTest runs every rank on this machine: the shared-memory path unless
+     * FSDP_SHM=0 asks for MPI's own collectives. */
+    const char *shm = getenv("FSDP_SHM");
+    int want_shm = b->world > 1 && !(shm && !strcmp(shm, "0"));
+    if (fsdp_backend_mpi_shared_memory(b) != want_shm) {
+        fprintf(stderr, "FAIL mpi: shared-memory path %s, expected %s\n",
+                fsdp_backend_mpi_shared_memory(b) ? "on" : "off", want_shm ? "on" : "off");
+        failures++;
+    }
     failures += run_suite(b, "mpi", 0, plain_sizes, COUNT(plain_sizes));
     failures += run_suite(b, "mpi started", 1, plain_sizes, COUNT(plain_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 1000);

@@ -1,0 +1,155 @@
+/* fsdp_shm.c: see fsdp_shm.h.
+ *
+ * Each rank's segment has two halves; a collective runs in rounds, round
+ * after round alternating halves (across calls too).  A round writes this
+ * rank's input into one half, meets the others at a barrier, and reads.
+ * Round k + 2 writes that half again only after every rank passed round
+ * k + 1's barrier, which each reaches after its reads of round k: one
+ * barrier per round suffices for a reduce-scatter, two for an all-reduce
+ * (whose reduced parts are read back from the segments). */
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_mpi.h"
+#include "fsdp_shm.h"
+
+/* Floats in one half of a segment: small enough that a round's copies and
+ * sums stay in cache, large enough that a barrier per round costs little. */
+#define SHM_HALF_FLOATS ((size_t)1 << 18)
+
+struct fsdp_shm {
+    MPI_Comm node;     /* every rank of the backend's communicator, same order */
+    MPI_Win win;
+    int rank, world;
+    float **seg;       /* each rank's segment, mapped in this process */
+    int half;          /* the half the next round writes */
+};
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+void fsdp_shm_close(fsdp_shm *s)
+{
+    if (!s) return;
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        if (s->win != MPI_WIN_NULL) {
+            MPI_Win_unlock_all(s->win);
+            MPI_Win_free(&s->win);
+        }
+        if (s->node != MPI_COMM_NULL) MPI_Comm_free(&s->node);
+    }
+    free(s->seg);
+    free(s);
+}
+
+static fsdp_status map_segments(fsdp_shm *s)
+{
+    float *base = NULL;
+    mpiCheck(MPI_Comm_set_errhandler(s->node, MPI_ERRORS_RETURN));
+    mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(2 * SHM_HALF_FLOATS * sizeof(float)), sizeof(float),
+                                     MPI_INFO_NULL, s->node, &base, &s->win));
+    for (int q = 0; q < s->world; ++q) {
+        MPI_Aint size;
+        int unit;
+        mpiCheck(MPI_Win_shared_query(s->win, q, &size, &unit, &s->seg[q]));
+    }
+    /* One passive epoch for the window's life: the unified memory model
+     * with MPI_Win_sync around each barrier orders the loads and stores. */
+    mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win));
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
+{
+    *out = NULL;
+    const char *env = getenv("FSDP_SHM");
+    int rank, world, node_size, all_here;
+    mpiCheck(MPI_Comm_rank(comm, &rank));
+    mpiCheck(MPI_Comm_size(comm, &world));
+    /* Every rank decides alike (the environment may differ between them). */
+    int want = world > 1 && !(env && !strcmp(env, "0"));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, comm));
+    if (!want) return FSDP_OK;
+    fsdp_shm *s = calloc(1, sizeof *s);
+    if (!s) return fsdp_fail(FSDP_ERR_NOMEM, "shared-memory collectives: out of memory");
+    s->node = MPI_COMM_NULL;
+    s->win = MPI_WIN_NULL;
+    s->rank = rank;
+    s->world = world;
+    fsdp_status st = FSDP_OK;
+    int err = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &s->node);
+    if (err != MPI_SUCCESS) st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_split_type");
+    if (st == FSDP_OK && (err = MPI_Comm_size(s->node, &node_size)) != MPI_SUCCESS)
+        st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_size");
+    all_here = st == FSDP_OK && node_size == world;
+    if (st == FSDP_OK && (err = MPI_Allreduce(MPI_IN_PLACE, &all_here, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
+        st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
+    if (st == FSDP_OK && all_here) {
+        s->seg = calloc((size_t)world, sizeof *s->seg);
+        st = s->seg ? map_segments(s) : fsdp_fail(FSDP_ERR_NOMEM, "shared-memory collectives: out of memory");
+    }
+    if (st != FSDP_OK || !all_here) {
+        fsdp_shm_close(s);
+        return st;
+    }
+    *out = s;
+    return FSDP_OK;
+}
+
+/* Every rank's writes to its segment are visible to all after this. */
+static fsdp_status meet(fsdp_shm *s)
+{
+    mpiCheck(MPI_Win_sync(s->win));
+    mpiCheck(MPI_Barrier(s->node));
+    mpiCheck(MPI_Win_sync(s->win));
+    return FSDP_OK;
+}
+
+/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k). */
+static void sum_segments(const fsdp_shm *s, float *out, size_t at, size_t k)
+{
+    size_t h = (size_t)s->half * SHM_HALF_FLOATS + at;
+    memcpy(out, s->seg[0] + h, k * sizeof(float));
+    for (int q = 1; q < s->world; ++q) {
+        const float *in = s->seg[q] + h;
+        for (size_t j = 0; j < k; ++j) out[j] += in[j];
+    }
+}
+
+fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)
+{
+    size_t c = SHM_HALF_FLOATS / (size_t)s->world;
+    for (size_t off = 0; off < n; off += c) {
+        size_t k = min_size(c, n - off);
+        float *mine = s->seg[s->rank] + (size_t)s->half * SHM_HALF_FLOATS;
+        /* In place, this chunk of shard is read here before it is written. */
+        for (int r = 0; r < s->world; ++r) memcpy(mine + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
+        FSDP_TRY(meet(s));
+        sum_segments(s, shard + off, (size_t)s->rank * k, k);
+        s->half ^= 1;
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
+{
+    for (size_t off = 0; off < count; off += SHM_HALF_FLOATS) {
+        size_t k = min_size(SHM_HALF_FLOATS, count - off);
+        size_t h = (size_t)s->half * SHM_HALF_FLOATS;
+        memcpy(s->seg[s->rank] + h, buf + off, k * sizeof(float));
+        FSDP_TRY(meet(s));
+        /* Reduce this rank's part into buf (its input is safe in the
+         * segment), then publish the sum in the segment for the others. */
+        size_t lo = k * (size_t)s->rank / (size_t)s->world, hi = k * (size_t)(s->rank + 1) / (size_t)s->world;
+        sum_segments(s, buf + off + lo, lo, hi - lo);
+        memcpy(s->seg[s->rank] + h + lo, buf + off + lo, (hi - lo) * sizeof(float));
+        FSDP_TRY(meet(s));
+        for (int q = 0; q < s->world; ++q) {
+            if (q == s->rank) continue;
+            size_t a = k * (size_t)q / (size_t)s->world, b = k * (size_t)(q + 1) / (size_t)s->world;
+            memcpy(buf + off + a, s->seg[q] + h + a, (b - a) * sizeof(float));
+        }
+        s->half ^= 1;
+    }
+    return FSDP_OK;
+}

@@ -1,0 +1,33 @@
+/* fsdp_shm.h: reduce-scatter and all-reduce between ranks on one node,
+ * through a shared-memory window (MPI-3): each rank copies its input into
+ * its own segment and then sums its part straight from every rank's
+ * segment.  Open MPI's own reduce-scatter and large all-reduce fall to a
+ * fraction of what the node's memory moves (temporary buffers allocated
+ * per call, algorithms tuned for other sizes); this path makes one copy in,
+ * one summing read and one write, in chunks that stay in cache.
+ *
+ * Used by the MPI backend only when every rank of its communicator shares
+ * the node; ranks on several nodes keep MPI's collectives.  FSDP_SHM=0 in
+ * the environment turns it off (e.g. to test the path between nodes on one
+ * machine). */
+#ifndef FSDP_SHM_H
+#define FSDP_SHM_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "fsdp.h"
+
+typedef struct fsdp_shm fsdp_shm;
+
+/* Collective over comm.  *out = NULL (and FSDP_OK) where the path does not
+ * apply: ranks on several nodes, a world of one, or FSDP_SHM=0. */
+fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out);
+void fsdp_shm_close(fsdp_shm *s);
+
+/* shard = sum over ranks of full[rank*n .. rank*n + n); shard may be this
+ * rank's part of full (in place).  Every rank sums in rank order. */
+fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n);
+/* buf = sum over ranks of buf, in place, the same floats on every rank. */
+fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count);
+
+#endif
