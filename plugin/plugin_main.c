@@ -8,6 +8,8 @@
 #include "fsdp_backend.h"
 #include "fsdp_bn.h"
 #include "fsdp_ckpt.h"
+#include "fsdp_commands.h"
+#include "fsdp_deltas.h"
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
 #include "fsdp_log.h"
@@ -110,6 +112,20 @@ static int h_loaded(void *c, network *net, const char *f)
     return DN_OK;
 }
 
+static int h_broadcast_int(void *c, int *value)
+{
+    fsdp_engine *e = c;
+    return to_dn(e->be->broadcast(e->be, value, sizeof *value, 0));
+}
+/* resize_network() reallocated every output and delta, the ones the engine
+ * had dropped included (realloc of NULL): drop them again.  Weights and the
+ * engine's gathered buffers are untouched by a resize. */
+static int h_resized(void *c, network *net)
+{
+    fsdp_engine *e = c;
+    if (e->net == net && e->plan.need_bwd) fsdp_deltas_drop_unneeded(&e->plan, net);
+    return DN_OK;
+}
 static int h_free(void *c, network *net) { return to_dn(fsdp_on_network_free(c, net)); }
 
 static void h_finish(void *c, int status)
@@ -252,6 +268,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     }
     fsdp_backend *be = NULL;
     fsdp_status s = make_backend(backend, &be);
+    if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
     engine.checkpoint = flags.checkpoint;
     engine.resume = flags.resume;
@@ -288,6 +305,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->network_free = h_free;
     h->finish = h_finish_shown;
     h->help = h_help;
+    h->broadcast_int = h_broadcast_int;
+    h->network_resized = h_resized;
     h->bn_sync = be->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
     hook_table = h;
     return DN_OK;
