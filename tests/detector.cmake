@@ -1,0 +1,8 @@
+# `detector train` on N ranks against stock Darknet with the N-times batch:
+# yolov3-tiny and yolov2-tiny style, multi-scale (random=1), the frozen YOLO
+# backbone; training commands that cannot be exact refused.
+foreach(case yolov3 yolov2 random frozen)
+  fsdp_script_test(detector_${case}_np2 test_detector.sh ${case} 2)
+endforeach()
+fsdp_script_test(detector_yolov3_np3 test_detector.sh yolov3 3)
+fsdp_script_test(detector_refuse_np2 test_detector.sh refuse 2)
