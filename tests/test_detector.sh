@@ -6,15 +6,18 @@
 #   yolov3 NP   cfg/tests/yolov3-tiny.cfg (yolo layers, route, upsample)
 #   yolov2 NP   cfg/tests/yolov2-tiny.cfg (region layer)
 #   random NP   yolov3-tiny with random=1: resized at steps 0 and 10
-#   frozen NP   yolov3-tiny's backbone (darknet partial ... 15) frozen in nested
+#   frozen NP [random]
+#               yolov3-tiny's backbone (darknet partial ... 15) frozen in nested
 #               groups under a trained head: backbone bytes unchanged, no
 #               gradient traffic or backward gather for it, the head equal to
-#               one process with the N-times batch
+#               one process with the N-times batch; with random=1 too (the
+#               deltas of the backbone, dropped, come back at each resize and
+#               are dropped again)
 #   refuse NP   a training command that does not split the global batch is
 #               refused on every rank, naming it
-# usage: test_detector.sh CASE NP
+# usage: test_detector.sh CASE NP [random]
 . "$(dirname "$0")/lib.sh"
-case_name=$1 np=$2
+case_name=$1 np=$2 variant=${3:-}
 D=$WORK/det
 "$S/tools/make-detdata" "$D" --images 24 >/dev/null
 b=2
@@ -111,6 +114,11 @@ case $case_name in
       mv "$1.tmp" "$1"
     }
     probe "$WORK/s.cfg" $((b * np)); probe "$WORK/r.cfg" $b
+    steps=6
+    if [ "$variant" = random ]; then
+      steps=11   # resized (to 608) at steps 0 and 10
+      sed -i 's/^random=0/random=1/; s/^max_batches.*/max_batches=11/' "$WORK/s.cfg" "$WORK/r.cfg"
+    fi
     # max_batches=0: no step, the fresh head as saved (to see that it trains).
     sed 's/^max_batches.*/max_batches=0/' "$WORK/s.cfg" > "$WORK/s0.cfg"
     det "$WORK/start.w" 1 "$WORK/s0.cfg" -seed 9 -clear "$WORK/conv15.w"
@@ -118,6 +126,7 @@ case $case_name in
     check "world 1: backbone floats [0,$hi) bit-identical to the start (weights and rolling statistics)" \
       "$WDIFF" "$WORK/conv15.w" "$WORK/ref.w" --exact --floats "$lo:$hi"
     check_not "world 1: the head did train" "$WDIFF" "$WORK/start.w" "$WORK/ref.w" --exact --floats "$hi:999999"
+    [ "$variant" != random ] || check "world 1: resized twice" test "$(grep -c '^Resizing' "$WORK/ref.w.log")" = 2
     det "$WORK/np.w" "$np" "$WORK/r.cfg" -seed 9 -clear -fsdp-stats "$WORK/stats.json" "$WORK/conv15.w"
     check "$np ranks: equal to one process with batch $((b * np)) ($("$WDIFF" "$WORK/ref.w" "$WORK/np.w" --tol 1e-4 | head -1))" \
       "$WDIFF" "$WORK/ref.w" "$WORK/np.w" --tol 1e-4
@@ -126,7 +135,7 @@ case $case_name in
     # not sharded): conv k*k*c*f + 2f with batch norm, + f without.  The
     # head's batch norm: 8 + 16 channels synchronized.
     check "$np ranks: stats bytes equal the theory (backbone: no reduce-scatter, no backward gather)" \
-      python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy full --steps 6 --bn head=24 \
+      python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy full --steps "$steps" --bn head=24 \
         "(root)=0,0,1,0" "backbone=0,0,0,0" "backbone.low=0,2196,0,0" "backbone.high=0,21504,0,0" "head=4682,0,1,0" ;;
   refuse)
     for c in "regressor train" "segmenter train" "rnn train" "yolo train"; do
