@@ -2,7 +2,8 @@
  *
  * A training command is exact on N ranks only when its loader hands each
  * rank its block of the global sample stream and its loop counts the global
- * batch (patches 0004, 0005, 0023): `classifier train` and `detector train`.
+ * batch (patches 0004, 0005, 0023, 0026): `classifier train`, `detector
+ * train` and `regressor train`.
  * Every other training command would run on N ranks, but each rank would
  * draw its own samples from its own rand() and the weights would match no
  * single process: refused before any work, on every rank alike. */
@@ -12,6 +13,7 @@
 static const char *const exact[][2] = {
     {"classifier", "train"},
     {"detector", "train"},
+    {"regressor", "train"},
 };
 
 /* Darknet's own global flags may precede the command; skip them. */
@@ -35,6 +37,6 @@ fsdp_status fsdp_check_command(int argc, char **argv, int world)
     for (size_t k = 0; k < sizeof exact / sizeof exact[0]; ++k)
         if (!strcmp(argv[c], exact[k][0]) && !strcmp(argv[s], exact[k][1])) return FSDP_OK;
     return fsdp_fail(FSDP_ERR_CONFIG, "'%s %s' cannot train exactly on %d ranks (its data loader and loop do "
-                     "not split the global batch); run it as one process, or use 'classifier train' or "
-                     "'detector train'", argv[c], argv[s], world);
+                     "not split the global batch); run it as one process, or use 'classifier train', "
+                     "'detector train' or 'regressor train'", argv[c], argv[s], world);
 }

@@ -13,6 +13,8 @@
 #               one process with the N-times batch; with random=1 too (the
 #               deltas of the backbone, dropped, come back at each resize and
 #               are dropped again)
+#   regressor NP  `regressor train` (a small conv net regressing the first box's
+#               5 label values) on the same set, with synchronized batch norm
 #   refuse NP   a training command that does not split the global batch is
 #               refused on every rank, naming it
 # usage: test_detector.sh CASE NP [random]
@@ -22,18 +24,19 @@ D=$WORK/det
 "$S/tools/make-detdata" "$D" --images 24 >/dev/null
 b=2
 
-# det OUT NP CFG [darknet args...]: `detector train` (NP = 0: stock Darknet,
+# det OUT NP CFG [darknet args...]: `$command train` (NP = 0: stock Darknet,
 # one process, no plugin); stdout to OUT.log, stderr to OUT.err, the final
-# weights copied to OUT.
+# weights (backup/CFG$final.weights) copied to OUT.
+command=detector final=_final
 det() {
   local out=$1 n=$2 cfg=$3; shift 3
   local base; base=$(basename "$cfg" .cfg)
   local cmd=("$DN")
   [ "$n" = 0 ] || cmd=("${MPIRUN[@]}" -np "$n" "$DN" -plugin "$PLUGIN")
-  (cd "$D" && rm -f backup/"${base}"_final.weights &&
-   "${cmd[@]}" detector train "$D/data.data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
-    || { echo "detector train ($n) failed, log:"; tail -n 20 "$out.log" "$out.err"; return 1; }
-  cp "$D/backup/${base}_final.weights" "$out"
+  (cd "$D" && rm -f backup/"$base$final".weights &&
+   "${cmd[@]}" "$command" train "$D/data.data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
+    || { echo "$command train ($n) failed, log:"; tail -n 20 "$out.log" "$out.err"; return 1; }
+  cp "$D/backup/$base$final.weights" "$out"
 }
 # mk OUT SRC BATCH [sed script]: a copy of cfg/tests/SRC.cfg with batch BATCH
 # (trainable batch norm as in Darknet's cfgs: synchronized across ranks).
@@ -137,8 +140,25 @@ case $case_name in
     check "$np ranks: stats bytes equal the theory (backbone: no reduce-scatter, no backward gather)" \
       python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy full --steps "$steps" --bn head=24 \
         "(root)=0,0,1,0" "backbone=0,0,0,0" "backbone.low=0,2196,0,0" "backbone.high=0,21504,0,0" "head=4682,0,1,0" ;;
+  regressor)
+    # data.data's classes=2 would read 2 values: regress all 5 of the first
+    # box's line (class x y w h).
+    command=regressor final=
+    sed -i 's/^classes=.*/classes=5/' "$D/data.data"
+    reg() {
+      printf '[net]\nbatch=%s\nsubdivisions=1\nwidth=32\nheight=32\nchannels=3\nlearning_rate=0.01\n' "$1"
+      printf 'momentum=0.9\ndecay=0.0005\nmax_batches=6\npolicy=constant\nhue=.1\nsaturation=1.5\nexposure=1.5\n'
+      printf '\n[convolutional]\nbatch_normalize=1\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
+      printf '\n[maxpool]\nsize=2\nstride=2\n'
+      printf '\n[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
+      printf '\n[maxpool]\nsize=2\nstride=2\n'
+      printf '\n[connected]\noutput=5\nactivation=linear\n\n[cost]\ntype=sse\n'
+    }
+    reg $((b * np)) > "$WORK/s.cfg"; reg $b > "$WORK/r.cfg"
+    images() { grep -o '[0-9]* images$' "$1" | tail -1; }
+    equal_runs "regressor train" "$WORK/s.cfg" "$WORK/r.cfg" ;;
   refuse)
-    for c in "regressor train" "segmenter train" "rnn train" "yolo train"; do
+    for c in "segmenter train" "rnn train" "yolo train" "tag train"; do
       set -- $c
       rc=0
       (cd "$D" && "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" $c "$D/data.data" "$S/cfg/tests/tiny.cfg" \
