@@ -191,10 +191,5 @@ agree:
     free(path);
     free(host);
     s = fsdp_backend_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
-    if (s == FSDP_OK && e->be->rank == 0)
-        fprintf(stderr, "fsdp: resumed at step %zu (%zu images seen) from %s and its shard checkpoints "
-                "%s.fsdp-{0..%d}-of-%d, written on %d ranks (shard=%s, %s)\n", get_current_batch(net),
-                *net->seen, e->weights_file, e->weights_file, e->be->world - 1, e->be->world, e->be->world,
-                fsdp_strategy_str(e->strategy), net->adam ? "Adam" : "SGD");
     return s;
 }

@@ -1,4 +1,5 @@
 /* -fsdp-log and the progress line (docs/DESIGN.md, "Log file"). */
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,6 +89,41 @@ fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t 
     l->t_last = t;
     l->bytes_last = bytes;
     return FSDP_OK;
+}
+
+/* The world a checkpoint beside WEIGHTS was written on: WORLD's if its
+ * rank-0 file is there, else the one WEIGHTS.fsdp-0-of-N there is; 0 if
+ * that is not one file. */
+static int written_on(const char *weights, int world)
+{
+    size_t n = strlen(weights) + 32;
+    char *p = malloc(n);
+    int found = 0, count = 0;
+    if (!p) return 0;
+    snprintf(p, n, "%s.fsdp-0-of-%d", weights, world);
+    if (access(p, R_OK) == 0) {
+        free(p);
+        return world;
+    }
+    snprintf(p, n, "%s.fsdp-0-of-*", weights);
+    glob_t g;
+    if (glob(p, GLOB_NOSORT, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) {
+            int w = atoi(strrchr(g.gl_pathv[i], '-') + 1);
+            if (w > 0) { found = w; ++count; }
+        }
+        globfree(&g);
+    }
+    free(p);
+    return count == 1 ? found : 0;
+}
+
+void fsdp_report_resume(const network *net, const char *weights, int world)
+{
+    int from = written_on(weights, world);
+    fprintf(stderr, "fsdp: resumed at step %zu (%zu images seen) from %s and its shard checkpoints "
+            "%s.fsdp-{0..%d}-of-%d, written on %d ranks, resumed on %d\n", get_current_batch((network *)net),
+            *net->seen, weights, weights, from - 1, from, from, world);
 }
 
 void fsdp_log_close(fsdp_log *l)

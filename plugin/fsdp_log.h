@@ -30,4 +30,8 @@ fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes);
 fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes);
 void fsdp_log_close(fsdp_log *l);
 
+/* Rank 0, after -fsdp-resume loaded WEIGHTS' shard checkpoints on WORLD
+ * ranks: what was loaded (step, files, the world they were written on). */
+void fsdp_report_resume(const network *net, const char *weights, int world);
+
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "fsdp_quiet.h"
 
@@ -123,11 +124,9 @@ fsdp_status fsdp_quiet_begin(int rank)
 {
     if (rank == 0 || getenv("FSDP_ALL_RANKS_PRINT")) return FSDP_OK;
     rank_no = rank;
-    char path[] = "/tmp/fsdp-stderr-XXXXXX";
     fflush(stderr);
-    int fd = mkstemp(path);
+    int fd = memfd_create("fsdp-stderr", MFD_CLOEXEC);   /* in memory: no folder needed */
     if (fd < 0) return FSDP_OK;   /* no capture: every rank prints, as before */
-    unlink(path);
     real_err = dup(2);
     if (real_err < 0 || dup2(fd, 2) < 0) {
         if (real_err >= 0) close(real_err);

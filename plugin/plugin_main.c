@@ -194,7 +194,9 @@ static int h_built_shown(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
     fsdp_quiet_end();
+    int first = !e->net;
     int r = h_built(c, net, cfg);
+    if (r == DN_OK && first && e->resume && e->be->rank == 0) fsdp_report_resume(net, e->weights_file, e->be->world);
     if (r == DN_OK && e->be->rank == 0) r = to_dn(fsdp_log_start(&train_log, bytes_moved(e)));
     return r;
 }
