@@ -20,5 +20,6 @@ fsdp_script_test(hooks_and_seed test_hooks.sh)
 fsdp_script_test(cfg_errors test_errors.sh)
 fsdp_unit_test(test_units test_units.c)
 fsdp_script_test(setup_refusals test_setup.sh)
+# Label ci: it needs build-gpu/, which only tools/test --gpu (every CI run) builds.
 add_test(NAME abi_refusal COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_abi.sh)
-set_tests_properties(abi_refusal PROPERTIES LABELS script SKIP_RETURN_CODE 77 ENVIRONMENT "${FSDP_TEST_ENV}")
+set_tests_properties(abi_refusal PROPERTIES LABELS "script;ci" SKIP_RETURN_CODE 77 ENVIRONMENT "${FSDP_TEST_ENV}")

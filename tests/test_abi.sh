@@ -3,7 +3,7 @@
 # the CPU build's plugin loaded into the GPU build's darknet (layer and
 # network differ in size), before anything runs.  The plugin of the GPU build
 # does not even load into the CPU darknet (it needs Darknet's CUDA symbols).
-# Needs build-gpu/ (tools/test builds it first); exit 77 (skipped) without.
+# Needs build-gpu/ (tools/test --gpu builds it first); exit 77 (skipped) without.
 . "$(dirname "$0")/lib.sh"
 G=${FSDP_GPU_BUILD:-$S/build-gpu}
 if [ ! -x "$G/darknet" ] || [ ! -f "$G/libdarknet_fsdp.so" ]; then echo "skipped: no GPU build in $G"; exit 77; fi
