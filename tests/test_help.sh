@@ -32,6 +32,9 @@ done
 n=$(grep -cE '^  -fsdp-' <<< "$help")
 check "-fsdp-help lists each flag once ($n lines, $(wc -w <<< "$flags") flags in the source)" [ "$n" = "$(wc -w <<< "$flags")" ]
 
+out=$(cd "$D" && "${MPIRUN[@]}" -np 3 "$DN" -plugin "$PLUGIN" -fsdp-help 2>&1) && rc=0 || rc=$?
+check "-fsdp-help on 3 ranks prints once (exit $rc)" [ "$rc" = 0 -a "$(grep -c '^  -fsdp-help ' <<< "$out")" = 1 ]
+
 both=$("$DN" -plugin "$PLUGIN" help 2>&1) && rc=0 || rc=$?
 check "darknet help with the plugin: Darknet's part and the plugin's (exit $rc)" \
   [ "$rc" = 0 -a "$(grep -c '^  -plugin PATH' <<< "$both")" = 1 -a "$(grep -cE '^  -fsdp-' <<< "$both")" = "$n" ]
