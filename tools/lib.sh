@@ -25,9 +25,12 @@ mapfile -t FSDP_MPIRUN_FLAGS < <(fsdp_list "$FSDP_ROOT/tools/mpirun-flags.txt")
 # shellcheck disable=SC2034 # used by the scripts that source this
 MPIRUN=("${FSDP_MPIEXEC:-mpirun}" "${FSDP_MPIRUN_FLAGS[@]}")
 
-# median_step LOG: the median of the per-step seconds Darknet printed in LOG,
-# the first step (warm-up) left out; nan when there is none.
+# step_times LOG: the per-step seconds Darknet printed in LOG, one a line,
+# the first step (warm-up) left out.
+step_times() { awk -F', ' '/ avg, .* rate, .* seconds, / { split($5, a, " "); print a[1] }' "$1" | tail -n +2; }
+
+# median_step LOG: their median; nan when there is none.
 median_step() {
-  awk -F', ' '/ avg, .* rate, .* seconds, / { split($5, a, " "); print a[1] }' "$1" | tail -n +2 | sort -g |
+  step_times "$1" | sort -g |
     awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else printf "%.4f\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
