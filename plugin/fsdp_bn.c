@@ -1,5 +1,6 @@
 /* Synchronized batch norm (fsdp_bn.h): the bn_sync hook. */
 #include <stdlib.h>
+#include <string.h>
 #include "fsdp_bn.h"
 #ifdef GPU
 #include "fsdp_kernels.h"
@@ -21,6 +22,53 @@ static float global_factor(dn_bn_what what, int world, int count)
 {
     if (what == DN_BN_VARIANCE) return (float)((double)(count - 1) / ((double)world * count - 1));
     return (float)(1.0 / world);
+}
+
+/* buf[0 .. n) = a * (its sum over ranks), host memory. */
+static fsdp_status reduce_host(fsdp_engine *e, float *buf, size_t n, float a)
+{
+    FSDP_TRY(e->be->all_reduce(e->be, buf, n));
+    for (size_t c = 0; c < n; ++c) buf[c] *= a;
+    return FSDP_OK;
+}
+
+/* On the host each all-reduce is a point where both ranks must be running;
+ * Darknet reads mean_delta only after variance_delta (normalize_delta), so
+ * the two travel in one all-reduce: mean_delta waits in e->bn_pending. */
+static fsdp_status host_sync(fsdp_engine *e, int layer, dn_bn_what what, float *x, int channels, float a)
+{
+    if (e->bn_pending && !(what == DN_BN_VARIANCE_DELTA && e->bn_pending_channels == channels)) {
+        /* Not Darknet's order: the waiting mean_delta goes alone first. */
+        float *p = e->bn_pending;
+        e->bn_pending = NULL;
+        FSDP_TRY(reduce_host(e, p, (size_t)e->bn_pending_channels, (float)(1.0 / e->be->world)));
+    }
+    if (what == DN_BN_MEAN_DELTA) {
+        e->bn_pending = x;
+        e->bn_pending_channels = channels;
+        return FSDP_OK;
+    }
+    float *md = what == DN_BN_VARIANCE_DELTA && e->bn_pending_channels == channels ? e->bn_pending : NULL;
+    e->bn_pending = NULL;
+    size_t n = (size_t)channels * (md ? 2 : 1);
+    float stack[2048], *buf = x;
+    if (md) {
+        buf = n <= sizeof stack / sizeof *stack ? stack : malloc(n * sizeof *buf);
+        if (!buf) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+        memcpy(buf, md, (size_t)channels * sizeof *buf);
+        memcpy(buf + channels, x, (size_t)channels * sizeof *buf);
+    }
+    fsdp_status s = reduce_host(e, buf, n, a);
+    if (s == FSDP_OK) {
+        if (md) {
+            memcpy(md, buf, (size_t)channels * sizeof *buf);
+            memcpy(x, buf + channels, (size_t)channels * sizeof *buf);
+        }
+    }
+    if (buf != stack && buf != x) free(buf);
+    if (s != FSDP_OK)
+        return fsdp_fail(s, "layer %d: synchronized batch norm (%s): all-reduce failed", layer, what_str(what));
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what what, float *x,
@@ -45,10 +93,7 @@ fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what wha
             return fsdp_fail(s, "layer %d: synchronized batch norm (%s)", layer, what_str(what));
 #endif
     } else {
-        fsdp_status s = e->be->all_reduce(e->be, x, (size_t)channels);
-        if (s != FSDP_OK)
-            return fsdp_fail(s, "layer %d: synchronized batch norm (%s): all-reduce failed", layer, what_str(what));
-        for (int c = 0; c < channels; ++c) x[c] *= a;
+        FSDP_TRY(host_sync(e, layer, what, x, channels, a));
     }
     uint64_t bytes = (uint64_t)channels * sizeof(float);
     e->bytes_bn += bytes;

@@ -13,9 +13,12 @@
  *   variance_delta  Darknet's normalize_delta divides it by the rank's own
  *                   batch * spatial, N times smaller than the global one
  *
- * Each is one all-reduce of `channels` floats.  A world of one, sync_bn=0,
- * and layers run with net.train = 0 (frozen layers, inference) move
- * nothing. */
+ * Each is one all-reduce of `channels` floats, except that on the host
+ * mean_delta waits for variance_delta and the two travel in one (Darknet
+ * reads mean_delta only in normalize_delta, after both): three all-reduces
+ * per layer and micro-batch, 4 * channels floats in all.  A world of one,
+ * sync_bn=0, and layers run with net.train = 0 (frozen layers, inference)
+ * move nothing. */
 #ifndef FSDP_BN_H
 #define FSDP_BN_H
 

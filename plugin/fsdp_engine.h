@@ -68,6 +68,8 @@ typedef struct fsdp_engine {
     int stats_written;       /* at network_free, while the groups still exist */
     uint64_t bytes_bn;       /* synchronized batch norm: all-reduces (fsdp_bn.h) */
     int bn_rolling_checks, bn_rolling_differ;   /* fsdp_bn_check_rolling */
+    float *bn_pending;       /* host runs: a mean_delta reduced with the next variance_delta */
+    int bn_pending_channels;
 } fsdp_engine;
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);
