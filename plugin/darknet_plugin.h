@@ -115,7 +115,9 @@ typedef struct dn_hooks {
      * identify the network).  x is a device pointer when net->gpu_index >= 0
      * (GPU builds).  While it is set, GPU builds with cuDNN take Darknet's own
      * batch-norm kernels instead of cuDNN's (which give no point to step in
-     * between); the plugin may clear it once the network is built. */
+     * between); the plugin may clear it once the network is built.  Darknet
+     * reads mean_delta only after the variance_delta call (normalize_delta),
+     * so a plugin may replace both at that call. */
     int (*bn_sync)(void *ctx, network *net, int layer, dn_bn_what what, float *x, int channels, int count);
     /* A choice every rank must make alike (the multi-scale input size drawn
      * without -seed): every rank leaves with rank 0's *value. */
