@@ -28,6 +28,13 @@ const char *fsdp_status_str(fsdp_status s);
 fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* An error every rank saw alike (an agreement check failed on all of them):
+ * the ranks stop together and may leave MPI in order.  After any other
+ * error another rank may wait in a collective forever, so the plugin's
+ * finish aborts the whole run instead (plugin_main.c). */
+void fsdp_agreed_stop(void);
+int fsdp_stopped_together(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,7 +34,9 @@ fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status 
 {
     uint64_t lo, hi;
     FSDP_TRY(b->min_max_u64(b, local != FSDP_OK, &lo, &hi));
-    if (!hi || local != FSDP_OK) return local;
+    if (!hi) return local;
+    fsdp_agreed_stop();
+    if (local != FSDP_OK) return local;
     return fsdp_fail(others, "rank %d: another rank %s (see above)", b->rank, what);
 }
 

@@ -51,6 +51,8 @@ const fsdp_cfg_key *fsdp_cfg_key_find(const char *name);
 /* "a, b, c": the keys of [net] or of layers, for error messages. */
 const char *fsdp_cfg_keys_known(fsdp_key_where where);
 
+/* Deepest nesting of a shard_group name (levels). */
+#define FSDP_MAX_GROUP_DEPTH 64
 /* Whether NAME is a valid dotted group name. */
 int fsdp_group_name_valid(const char *name);
 

@@ -1,25 +1,51 @@
+#include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "fsdp_ckpt.h"
+#include "fsdp_hash.h"
 
-#define CKPT_MAGIC "FSDPCKP2"
-#define CKPT_MAGIC_V1 "FSDPCKP1"   /* before the layout fields: refused by name */
+#define CKPT_MAGIC "FSDPCKP3"
+#define CKPT_MAGIC_V2 "FSDPCKP2"   /* before checksums and run identity: refused by name */
+#define CKPT_MAGIC_V1 "FSDPCKP1"   /* before the layout fields */
 
-/* What a checkpoint starts with; everything after it is, per group, the
- * trainable then the frozen flat: own, then m and v where kept. */
+/* Format 3 (docs/DESIGN.md, "Checkpoints"), host byte order:
+ *   ckpt_header
+ *   ckpt_flat[2 * ngroups]: per group, its trainable then its frozen flat
+ *   per flat, nbuf buffers of n floats: parameters, momentum, Adam's v
+ *   uint64 checksum (fsdp_hash.h) of everything before it
+ * A flat's buffers hold the floats [lo, lo + n) of its whole, unpadded
+ * layout (count floats; beyond count, zero padding), which does not depend
+ * on the world size or the strategy: a checkpoint of N ranks resumes on M. */
 typedef struct ckpt_header {
     char magic[8];
     uint32_t world, rank;
-    uint64_t plan_hash;
+    uint64_t plan_hash;      /* the engine's plan (fsdp_engine.c): strategy and group names included */
     uint64_t seen;
     int32_t t;
     uint32_t ngroups;
     uint32_t strategy;
     uint32_t adam;
-    uint32_t align;    /* the flats' tensor alignment in floats: 1 on the host, 64 on a GPU */
+    uint32_t align;          /* the flats' tensor alignment in floats: 1 on the host, 64 on a GPU */
     uint32_t pad;
-    uint64_t floats;   /* every float that follows */
+    uint64_t floats;         /* every float of the buffers */
+    uint64_t layout_hash;    /* flats' sizes and kinds: what resuming on any world needs alike */
+    uint64_t run_id;         /* the same in every shard file of a run */
+    uint64_t weights_size, weights_hash;   /* the weights file saved with it */
 } ckpt_header;
+
+typedef struct ckpt_flat {
+    uint64_t count;          /* floats of the whole flat */
+    uint64_t lo, n;          /* this file's part: [lo, lo + n) */
+    uint32_t nbuf;           /* 0 (not kept: replicated frozen), 1 (frozen), 2 (SGD), 3 (Adam) */
+    uint32_t pad;
+} ckpt_flat;
+
+/* The run's identity: drawn by rank 0 at the first save, or taken from the
+ * checkpoint a run resumes from. */
+static uint64_t run_id;
 
 static char *shard_path(const char *weights, int rank, int world)
 {
@@ -29,49 +55,43 @@ static char *shard_path(const char *weights, int rank, int world)
     return p;
 }
 
-/* One buffer of n floats (host or device) through a host bounce buffer. */
-static fsdp_status put(fsdp_engine *e, FILE *f, float *buf, size_t n, float *host)
+static fsdp_flat *flat_at(fsdp_engine *e, int i)
 {
-    if (!n) return FSDP_OK;
-    FSDP_TRY(fsdp_mem_to_host(&e->mem, host, buf, n));
-    return fwrite(host, sizeof(float), n, f) == n ? FSDP_OK : FSDP_ERR_IO;
+    return i % 2 ? &e->groups[i / 2].frozen : &e->groups[i / 2].train;
 }
 
-static fsdp_status get(fsdp_engine *e, FILE *f, float *buf, size_t n, float *host)
+/* This rank's part of flat f in the whole layout. */
+static ckpt_flat part_of(const fsdp_engine *e, const fsdp_flat *f)
 {
-    if (!n) return FSDP_OK;
-    if (fread(host, sizeof(float), n, f) != n) return FSDP_ERR_IO;
-    return fsdp_mem_from_host(&e->mem, buf, host, n);
+    ckpt_flat c = { f->count, 0, f->own ? f->own_count : 0, 0, 0 };
+    if (c.n) c.lo = f->own_in_full ? (uint64_t)(f->own - f->full) : (uint64_t)e->be->rank * f->shard;
+    if (c.n) c.nbuf = 1 + !!f->m + !!f->v;
+    return c;
 }
 
-static size_t largest_own(const fsdp_engine *e)
+static uint64_t layout_hash(fsdp_engine *e)
+{
+    fsdp_hasher h;
+    fsdp_hasher_init(&h);
+    uint64_t head[2] = { (uint64_t)e->ngroups, (uint64_t)e->mem.align };
+    fsdp_hasher_add(&h, head, sizeof head);
+    for (int i = 0; i < 2 * e->ngroups; ++i) {
+        const fsdp_flat *f = flat_at(e, i);
+        uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.state };
+        fsdp_hasher_add(&h, v, sizeof v);
+    }
+    return fsdp_hasher_end(&h);
+}
+
+static size_t largest_own(fsdp_engine *e)
 {
     size_t n = 1;
-    for (int k = 0; k < e->ngroups; ++k) {
-        if (e->groups[k].train.own_count > n) n = e->groups[k].train.own_count;
-        if (e->groups[k].frozen.own_count > n) n = e->groups[k].frozen.own_count;
-    }
+    for (int i = 0; i < 2 * e->ngroups; ++i)
+        if (flat_at(e, i)->own_count > n) n = flat_at(e, i)->own_count;
     return n;
 }
 
-/* own, m, v of every flat, in one order for writing and reading. */
-typedef fsdp_status (*flat_io)(fsdp_engine *e, FILE *f, float *buf, size_t n, float *host);
-
-static fsdp_status each_buffer(fsdp_engine *e, FILE *f, float *host, flat_io io)
-{
-    for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
-        for (int j = 0; j < 2; ++j) {
-            size_t n = fl[j]->own ? fl[j]->own_count : 0;
-            FSDP_TRY(io(e, f, fl[j]->own, n, host));
-            if (fl[j]->m) FSDP_TRY(io(e, f, fl[j]->m, n, host));
-            if (fl[j]->v) FSDP_TRY(io(e, f, fl[j]->v, n, host));
-        }
-    }
-    return FSDP_OK;
-}
-
-static ckpt_header header_of(const fsdp_engine *e, const network *net)
+static ckpt_header header_of(fsdp_engine *e, const network *net)
 {
     ckpt_header h;
     memset(&h, 0, sizeof h);
@@ -85,38 +105,113 @@ static ckpt_header header_of(const fsdp_engine *e, const network *net)
     h.strategy = (uint32_t)e->strategy;
     h.adam = (uint32_t)net->adam;
     h.align = (uint32_t)e->mem.align;
-    for (int k = 0; k < e->ngroups; ++k) {
-        const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
-        for (int j = 0; j < 2; ++j)
-            if (fl[j]->own) h.floats += fl[j]->own_count * (1 + !!fl[j]->m + !!fl[j]->v);
+    h.layout_hash = layout_hash(e);
+    for (int i = 0; i < 2 * e->ngroups; ++i) {
+        ckpt_flat c = part_of(e, flat_at(e, i));
+        h.floats += c.n * c.nbuf;
     }
     return h;
 }
 
+static uint64_t new_run_id(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t v[3] = { (uint64_t)t.tv_sec, (uint64_t)t.tv_nsec, (uint64_t)getpid() };
+    return fsdp_hash(v, sizeof v);
+}
+
+/* Rank 0 reads back the weights file it just wrote; every rank gets its
+ * identity (and, at the first save, the run's), collectively. */
+static fsdp_status weights_identity(fsdp_engine *e, const char *weights, uint64_t id[3])
+{
+    fsdp_status s = FSDP_OK;
+    if (e->be->rank == 0) {
+        if (!run_id) run_id = new_run_id();
+        s = fsdp_hash_file(weights, &id[0], &id[1]);
+        id[2] = run_id;
+    }
+    /* Rank 0 failing must not leave the others in the broadcast. */
+    FSDP_TRY(fsdp_backend_all_ok(e->be, s, FSDP_ERR_IO, "could not read back the weights file it saved"));
+    FSDP_TRY(e->be->broadcast(e->be, id, 3 * sizeof(uint64_t), 0));
+    run_id = id[2];
+    return FSDP_OK;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+typedef struct ckpt_out {
+    FILE *f;
+    fsdp_hasher sum;
+    int failed;
+} ckpt_out;
+
+static void out_put(ckpt_out *o, const void *p, size_t bytes)
+{
+    fsdp_hasher_add(&o->sum, p, bytes);
+    if (!o->failed && bytes && fwrite(p, 1, bytes, o->f) != bytes) o->failed = 1;
+}
+
+static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h, float *host)
+{
+    out_put(o, h, sizeof *h);
+    for (int i = 0; i < 2 * e->ngroups; ++i) {
+        ckpt_flat c = part_of(e, flat_at(e, i));
+        out_put(o, &c, sizeof c);
+    }
+    for (int i = 0; i < 2 * e->ngroups; ++i) {
+        fsdp_flat *f = flat_at(e, i);
+        ckpt_flat c = part_of(e, f);
+        float *buf[3] = { f->own, f->m, f->v };
+        for (uint32_t b = 0; b < c.nbuf; ++b) {
+            FSDP_TRY(fsdp_mem_to_host(&e->mem, host, buf[b], c.n));
+            out_put(o, host, c.n * sizeof(float));
+        }
+    }
+    uint64_t sum = fsdp_hasher_end(&o->sum);
+    if (!o->failed && fwrite(&sum, sizeof sum, 1, o->f) != 1) o->failed = 1;
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights)
 {
+    uint64_t id[3] = { 0, 0, 0 };
+    FSDP_TRY(weights_identity(e, weights, id));
     char *path = shard_path(weights, e->be->rank, e->be->world);
     char *tmp = path ? malloc(strlen(path) + 5) : NULL;
     float *host = malloc(largest_own(e) * sizeof(float));
     fsdp_status s = FSDP_OK;
+    const char *why = NULL;
     if (!path || !tmp || !host) {
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory writing a checkpoint");
         goto out;
     }
     sprintf(tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s", tmp);
+    ckpt_out o = { fopen(tmp, "wb"), { 0 }, 0 };
+    if (!o.f) {
+        s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", tmp, strerror(errno));
         goto out;
     }
     ckpt_header h = header_of(e, net);
-    s = fwrite(&h, sizeof h, 1, f) == 1 ? FSDP_OK : FSDP_ERR_IO;
-    if (s == FSDP_OK) s = each_buffer(e, f, host, put);
-    if (fclose(f) != 0) s = FSDP_ERR_IO;
-    if (s == FSDP_OK && rename(tmp, path) != 0) s = FSDP_ERR_IO;
+    h.run_id = id[2];
+    h.weights_size = id[0];
+    h.weights_hash = id[1];
+    fsdp_hasher_init(&o.sum);
+    errno = 0;
+    s = write_body(e, &o, &h, host);
+    if (s == FSDP_OK && (o.failed || fflush(o.f) != 0)) s = FSDP_ERR_IO;
+    if (s != FSDP_OK) why = errno ? strerror(errno) : "write failed";
+    if (fclose(o.f) != 0 && s == FSDP_OK) {
+        s = FSDP_ERR_IO;
+        why = strerror(errno);
+    }
+    if (s == FSDP_OK && rename(tmp, path) != 0) {
+        s = FSDP_ERR_IO;
+        why = strerror(errno);
+    }
     if (s != FSDP_OK) {
         remove(tmp);
-        s = fsdp_fail(s, "cannot write the checkpoint %s", path);
+        s = fsdp_fail(s, "cannot write the checkpoint %s: %s", path, why ? why : fsdp_status_str(s));
     }
 out:
     free(path);
@@ -125,29 +220,95 @@ out:
     return s;
 }
 
-static fsdp_status check_header(const fsdp_engine *e, const network *net, const ckpt_header *h,
-                                const char *path)
+/* ---- reading -------------------------------------------------------------- */
+
+/* One writer's file, open for reading its parts. */
+typedef struct ckpt_in {
+    FILE *f;
+    char *path;
+    ckpt_header h;
+    ckpt_flat *flats;
+    uint64_t *at;            /* per flat: where its first buffer starts in the file */
+} ckpt_in;
+
+static void in_close(ckpt_in *in)
 {
+    if (in->f) fclose(in->f);
+    free(in->path);
+    free(in->flats);
+    free(in->at);
+    memset(in, 0, sizeof *in);
+}
+
+/* The world a checkpoint beside `weights` was written by: this run's when
+ * its rank 0 file is there, else the one world whose rank 0 file is. */
+static fsdp_status find_world(const char *weights, int mine, int *world)
+{
+    char *p = shard_path(weights, 0, mine);
+    if (!p) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    int here = access(p, F_OK) == 0;
+    free(p);
+    if (here) { *world = mine; return FSDP_OK; }
+    char *copy = strdup(weights);
+    if (!copy) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    char *slash = strrchr(copy, '/');
+    const char *dir = slash ? (slash == copy ? "/" : copy) : ".", *name = slash ? slash + 1 : copy;
+    if (slash) *slash = 0;
+    size_t len = strlen(name);
+    DIR *d = opendir(dir);
+    struct dirent *ent;
+    int found = 0, n;
+    while (d && (ent = readdir(d))) {
+        int used = 0;
+        if (strncmp(ent->d_name, name, len) || sscanf(ent->d_name + len, ".fsdp-0-of-%d%n", &n, &used) != 1 ||
+            ent->d_name[len + used] || n < 1)
+            continue;
+        if (found && n != *world) {
+            fsdp_status s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: %s has checkpoints of %d and of %d ranks "
+                                      "beside it; remove one set", weights, *world, n);
+            closedir(d);
+            free(copy);
+            return s;
+        }
+        *world = n;
+        found = 1;
+    }
+    if (d) closedir(d);
+    free(copy);
+    if (!found)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: no checkpoint beside %s (%s.fsdp-0-of-N, saved with "
+                         "-fsdp-checkpoint)", weights, weights);
+    return FSDP_OK;
+}
+
+static fsdp_status check_header(fsdp_engine *e, const network *net, const ckpt_in *in, int rank, int world,
+                                uint64_t weights_size, uint64_t weights_hash)
+{
+    const ckpt_header *h = &in->h;
+    const char *path = in->path;
     ckpt_header want = header_of(e, net);
-    if (!memcmp(h->magic, CKPT_MAGIC_V1, 8))
-        return fsdp_fail(FSDP_ERR_CONFIG, "%s is a checkpoint of an older darknet-fsdp (format 1, "
-                         "without its layout); resume from the weights file alone", path);
+    if (!memcmp(h->magic, CKPT_MAGIC_V1, 8) || !memcmp(h->magic, CKPT_MAGIC_V2, 8))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s is a checkpoint of an older darknet-fsdp (format %c, "
+                         "without checksums); resume from the weights file alone", path, h->magic[7]);
     if (memcmp(h->magic, CKPT_MAGIC, 8))
         return fsdp_fail(FSDP_ERR_CONFIG, "%s is not a darknet-fsdp checkpoint", path);
-    if (h->world != want.world || h->rank != want.rank)
-        return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written by rank %u of %u; this is rank %u of %u "
-                         "(resume on the same number of ranks)", path, h->rank, h->world, want.rank, want.world);
+    if (h->world != (uint32_t)world || h->rank != (uint32_t)rank)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s says it was written by rank %u of %u (renamed?)", path, h->rank,
+                         h->world);
     if (h->align != want.align)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written by a %s run, and this is a %s run: their "
                          "shards are laid out differently; resume on the same kind of device", path,
                          h->align > 1 ? "GPU" : "CPU", want.align > 1 ? "GPU" : "CPU");
-    if (h->plan_hash != want.plan_hash || h->ngroups != want.ngroups || h->strategy != want.strategy ||
-        h->adam != want.adam)
+    if (h->layout_hash != want.layout_hash || h->ngroups != want.ngroups || h->adam != want.adam ||
+        (h->strategy == want.strategy && h->plan_hash != want.plan_hash))
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written for another network (layers, frozen flags, "
-                         "groups, shard strategy or optimizer differ from this cfg)", path);
-    if (h->floats != want.floats)
-        return fsdp_fail(FSDP_ERR_MISMATCH, "%s holds %llu floats, this run's shards %llu", path,
-                         (unsigned long long)h->floats, (unsigned long long)want.floats);
+                         "groups or optimizer differ from this cfg)", path);
+    if (h->weights_size != weights_size || h->weights_hash != weights_hash)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s was saved with another weights file than the one loaded "
+                         "(%llu bytes, checksum %016llx; loaded: %llu bytes, %016llx); resume from the "
+                         "weights file it was saved with", path, (unsigned long long)h->weights_size,
+                         (unsigned long long)h->weights_hash, (unsigned long long)weights_size,
+                         (unsigned long long)weights_hash);
     if (h->seen != want.seen)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s is from another save than the weights file (seen %llu, "
                          "weights file %llu); resume from the weights file it was saved with", path,
@@ -155,41 +316,253 @@ static fsdp_status check_header(const fsdp_engine *e, const network *net, const 
     return FSDP_OK;
 }
 
-/* Every rank reads its own file; all stop together if any rank cannot. */
-fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net)
+/* Opens rank r's file of a world-N checkpoint: reads its header and table
+ * and checks the whole file against its checksum. */
+static fsdp_status in_open(fsdp_engine *e, const network *net, ckpt_in *in, const char *weights, int r, int world,
+                           uint64_t weights_size, uint64_t weights_hash)
+{
+    memset(in, 0, sizeof *in);
+    in->path = shard_path(weights, r, world);
+    if (!in->path) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    in->f = fopen(in->path, "rb");
+    if (!in->f)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: cannot open %s: %s (a checkpoint of %d ranks needs "
+                         "every rank's file)", in->path, strerror(errno), world);
+    const char *path = in->path;
+    if (fread(&in->h, sizeof in->h, 1, in->f) != 1)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: too short for a checkpoint", path);
+    FSDP_TRY(check_header(e, net, in, r, world, weights_size, weights_hash));
+    size_t nf = 2 * (size_t)in->h.ngroups;
+    in->flats = calloc(nf, sizeof *in->flats);
+    in->at = calloc(nf, sizeof *in->at);
+    if (!in->flats || !in->at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (fread(in->flats, sizeof *in->flats, nf, in->f) != nf)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
+    uint64_t at = sizeof in->h + nf * sizeof *in->flats, floats = 0;
+    for (size_t i = 0; i < nf; ++i) {
+        in->at[i] = at;
+        at += in->flats[i].n * in->flats[i].nbuf * sizeof(float);
+        floats += in->flats[i].n * in->flats[i].nbuf;
+    }
+    if (floats != in->h.floats)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: its table holds %llu floats, its header %llu (corrupt)", path,
+                         (unsigned long long)floats, (unsigned long long)in->h.floats);
+    /* The whole file against its checksum, before any of it is used. */
+    static unsigned char buf[1 << 20];
+    fsdp_hasher sum;
+    fsdp_hasher_init(&sum);
+    rewind(in->f);
+    uint64_t left = at;
+    while (left) {
+        size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+        if (fread(buf, 1, k, in->f) != k)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
+        fsdp_hasher_add(&sum, buf, k);
+        left -= k;
+    }
+    uint64_t stored;
+    if (fread(&stored, sizeof stored, 1, in->f) != 1)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (no checksum: truncated?)", path);
+    if (fgetc(in->f) != EOF) return fsdp_fail(FSDP_ERR_CONFIG, "%s: longer than its header says", path);
+    if (stored != fsdp_hasher_end(&sum))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: checksum mismatch: the file is corrupt (stored %016llx, computed "
+                         "%016llx)", path, (unsigned long long)stored, (unsigned long long)fsdp_hasher_end(&sum));
+    return FSDP_OK;
+}
+
+/* The writers: their files (opened as needed) and the one that describes
+ * every rank's part (ranks' parts are equal shards, or each the whole
+ * under `none`): this rank's own on the same world, else rank 0's. */
+typedef struct ckpt_set {
+    ckpt_in *files;
+    int world, ref;
+    const char *weights;
+    uint64_t wsize, whash;
+} ckpt_set;
+
+/* Which writer holds float x of flat i, and its part. */
+static int writer_of(const ckpt_set *w, int i, uint64_t x, ckpt_flat *part)
+{
+    const ckpt_in *ref = &w->files[w->ref];
+    *part = ref->flats[i];
+    if (ref->h.strategy == FSDP_SHARD_NONE || !part->n) return w->ref;
+    int r = (int)(x / part->n);
+    part->lo = (uint64_t)r * part->n;
+    return r;
+}
+
+/* Fills buffer b (0 parameters, 1 momentum, 2 v) of this rank's part
+ * [lo, lo + n) of flat i from the writers' files. */
+static fsdp_status fill(fsdp_engine *e, const network *net, ckpt_set *set, int i, uint32_t b,
+                        const ckpt_flat *mine, float *host)
+{
+    ckpt_in *files = set->files;
+    memset(host, 0, mine->n * sizeof(float));   /* the padding beyond count */
+    uint64_t x = mine->lo, end = mine->lo + mine->n < mine->count ? mine->lo + mine->n : mine->count;
+    while (x < end) {
+        ckpt_flat w;
+        int r = writer_of(set, i, x, &w);
+        if (r >= set->world || b >= w.nbuf || !w.n)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: no part of group %d's flat at float %llu (corrupt?)",
+                             files[set->ref].path, i / 2, (unsigned long long)x);
+        if (!files[r].f) FSDP_TRY(in_open(e, net, &files[r], set->weights, r, set->world, set->wsize, set->whash));
+        const ckpt_flat *have = &files[r].flats[i];
+        if (have->lo != w.lo || have->n != w.n || have->nbuf != w.nbuf || have->count != mine->count)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: its part of group %d's flat is not where rank 0's file "
+                             "says (files of different saves?)", files[r].path, i / 2);
+        uint64_t upto = w.lo + w.n < end ? w.lo + w.n : end;
+        uint64_t off = files[r].at[i] + (b * w.n + (x - w.lo)) * sizeof(float);
+        size_t k = (size_t)(upto - x);
+        if (fseeko(files[r].f, (off_t)off, SEEK_SET) != 0 ||
+            fread(host + (x - mine->lo), sizeof(float), k, files[r].f) != k)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read its part of group %d", files[r].path, i / 2);
+        x = upto;
+    }
+    return FSDP_OK;
+}
+
+/* Replaces this rank's parameters, momentum and v by the checkpoint's. */
+static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
+{
+    float *host = malloc(largest_own(e) * sizeof(float));
+    if (!host) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
+    fsdp_status s = FSDP_OK;
+    for (int i = 0; i < 2 * e->ngroups && s == FSDP_OK; ++i) {
+        fsdp_flat *f = flat_at(e, i);
+        ckpt_flat mine = part_of(e, f);
+        /* Frozen parameters a writer kept no part of (replicated under
+         * grad_op and none) are the weights file's, already loaded. */
+        if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;
+        float *buf[3] = { f->own, f->m, f->v };
+        for (uint32_t b = 0; b < mine.nbuf && s == FSDP_OK; ++b) {
+            s = fill(e, net, set, i, b, &mine, host);
+            if (s == FSDP_OK) s = fsdp_mem_from_host(&e->mem, buf[b], host, mine.n);
+        }
+    }
+    free(host);
+    return s;
+}
+
+/* The ranks' files must come from one save of one run: same identity, same
+ * step counters, same world.  Every rank sees the same verdict. */
+static fsdp_status agree_files(fsdp_engine *e, const ckpt_header *h, const char *path)
+{
+    const uint64_t v[4] = { h->run_id, h->seen, (uint64_t)(int64_t)h->t, h->world };
+    const char *what[4] = { "run", "step", "optimizer step", "world size" };
+    for (int i = 0; i < 4; ++i) {
+        uint64_t lo, hi;
+        FSDP_TRY(e->be->min_max_u64(e->be, v[i], &lo, &hi));
+        if (lo != hi) {
+            fsdp_agreed_stop();
+            return fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks' checkpoint files come from different %ss "
+                             "(this one: %016llx); every shard file must come from one save",
+                             path, what[i], (unsigned long long)v[i]);
+        }
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, uint64_t weights_size, uint64_t weights_hash)
 {
     fsdp_status s = FSDP_OK;
-    char *path = NULL;
-    float *host = NULL;
-    FILE *f = NULL;
-    if (!e->weights_file) {
+    const char *weights = e->weights_file;
+    int world = 0;
+    ckpt_in *files = NULL;
+    ckpt_header h;
+    memset(&h, 0, sizeof h);
+    if (!weights)
         s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume needs the weights file the checkpoint was saved "
                       "with on the command line");
-        goto agree;
-    }
-    path = shard_path(e->weights_file, e->be->rank, e->be->world);
-    host = malloc(largest_own(e) * sizeof(float));
-    if (!path || !host) {
+    if (s == FSDP_OK) s = find_world(weights, e->be->world, &world);
+    if (s == FSDP_OK && !(files = calloc((size_t)world, sizeof *files)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
-        goto agree;
-    }
-    f = fopen(path, "rb");
-    if (!f) {
-        s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: cannot open %s (saved with -fsdp-checkpoint "
-                      "on %d ranks?)", path, e->be->world);
-        goto agree;
-    }
-    ckpt_header h;
-    if (fread(&h, sizeof h, 1, f) != 1) s = fsdp_fail(FSDP_ERR_CONFIG, "%s: too short for a checkpoint", path);
-    if (s == FSDP_OK) s = check_header(e, net, &h, path);
-    if (s == FSDP_OK && each_buffer(e, f, host, get) != FSDP_OK)
-        s = fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
-    if (s == FSDP_OK && fgetc(f) != EOF) s = fsdp_fail(FSDP_ERR_CONFIG, "%s: longer than its header says", path);
-    if (s == FSDP_OK) *net->t = h.t;
-agree:
-    if (f) fclose(f);
-    free(path);
-    free(host);
+    /* On the same world each rank reads its own file; on another, the files
+     * its part overlaps. */
+    int mine = world == e->be->world ? e->be->rank : 0;
+    ckpt_set set = { files, world, mine, weights, weights_size, weights_hash };
+    if (s == FSDP_OK) s = in_open(e, net, &files[mine], weights, mine, world, weights_size, weights_hash);
+    if (s == FSDP_OK) h = files[mine].h;
+    if (s == FSDP_OK) s = load_parts(e, net, &set);
+    const char *named = files && files[mine].path ? files[mine].path : weights ? weights : "-fsdp-resume";
+    char *path = strdup(named);
+    for (int r = 0; files && r < world; ++r) in_close(&files[r]);
+    free(files);
     s = fsdp_backend_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
+    if (s == FSDP_OK) s = agree_files(e, &h, path ? path : "-fsdp-resume");
+    if (s == FSDP_OK) {
+        *net->t = h.t;
+        run_id = h.run_id;   /* rank 0 says what was resumed (fsdp_report_resume) */
+    }
+    free(path);
     return s;
+}
+
+/* ---- leftovers of interrupted saves -------------------------------------- */
+
+/* Darknet saves BASE.weights, BASE.backup, BASE_N.weights, BASE_final.weights. */
+static size_t base_len(const char *name)
+{
+    size_t n = strlen(name);
+    const char *sfx[] = { ".weights", ".backup" };
+    for (int i = 0; i < 2; ++i) {
+        size_t k = strlen(sfx[i]);
+        if (n > k && !strcmp(name + n - k, sfx[i])) { n -= k; break; }
+    }
+    size_t u = n;
+    while (u > 0 && name[u - 1] >= '0' && name[u - 1] <= '9') --u;
+    if (u > 0 && u < n && name[u - 1] == '_') return u - 1;
+    if (n > 6 && !strncmp(name + n - 6, "_final", 6)) return n - 6;
+    return n;
+}
+
+/* Whether `name` is what a save of BASE leaves when interrupted:
+ * BASE{.weights,.backup,_N.weights,_final.weights}[.fsdp-R-of-W].tmp;
+ * *r and *w get the shard's rank and world (-1 for a weights file). */
+static int leftover(const char *name, const char *base, size_t blen, int *r, int *w)
+{
+    size_t n = strlen(name);
+    if (n < blen + 4 || strncmp(name, base, blen) || strcmp(name + n - 4, ".tmp")) return 0;
+    char *stem = strndup(name, n - 4);
+    if (!stem) return 0;
+    *r = *w = -1;
+    char *shard = strstr(stem, ".fsdp-");
+    int ok = 1;
+    if (shard) {
+        int used = 0;
+        ok = sscanf(shard, ".fsdp-%d-of-%d%n", r, w, &used) == 2 && shard[used] == 0;
+        *shard = 0;
+    }
+    ok = ok && base_len(stem) == blen && strlen(stem) > blen;
+    free(stem);
+    return ok;
+}
+
+void fsdp_ckpt_clean_tmp(const char *weights, int rank, int world)
+{
+    char *copy = strdup(weights);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    const char *dir = slash ? (slash == copy ? "/" : copy) : ".";
+    const char *name = slash ? slash + 1 : copy;
+    if (slash) *slash = 0;
+    size_t blen = base_len(name);
+    char *base = strndup(name, blen);
+    DIR *d = base ? opendir(dir) : NULL;
+    struct dirent *ent;
+    while (d && (ent = readdir(d))) {
+        int r, w;
+        if (!leftover(ent->d_name, base, blen, &r, &w)) continue;
+        int mine = w < 0 ? rank == 0 : (w == world ? r == rank : rank == 0);
+        if (!mine) continue;
+        size_t n = strlen(dir) + strlen(ent->d_name) + 2;
+        char *p = malloc(n);
+        if (p) {
+            snprintf(p, n, "%s/%s", dir, ent->d_name);
+            if (remove(p) == 0) fprintf(stderr, "fsdp: removed %s, left by an interrupted save\n", p);
+        }
+        free(p);
+    }
+    if (d) closedir(d);
+    free(base);
+    free(copy);
 }

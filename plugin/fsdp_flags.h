@@ -12,6 +12,7 @@ typedef struct fsdp_flags {
     const char *stats;     /* -fsdp-stats FILE */
     const char *log;       /* -fsdp-log FILE */
     const char *backend;   /* -fsdp-backend mpi|nccl */
+    const char *timeout;   /* -fsdp-timeout SECONDS (fsdp_watch.h) */
     int checkpoint;        /* -fsdp-checkpoint */
     int resume;            /* -fsdp-resume */
     int help;              /* -fsdp-help */

@@ -146,7 +146,14 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
     for (int i = 0; i < n; ++i) {
         fsdp_tensor t[FSDP_MAX_TENSORS];
         int nt = fsdp_layer_tensors(&net->layers[i], t);
-        for (int k = 0; k < nt; ++k) p->layer_params[i] += t[k].count;
+        for (int k = 0; k < nt; ++k) {
+            /* Darknet's sizes are ints: a negative one (filters=-1) wraps. */
+            if (t[k].count > ((size_t)1 << 40))
+                return fsdp_fail(FSDP_ERR_CONFIG, "%s: layer %d has a tensor of %lld floats: its size keys "
+                                 "(filters, size, output, ...) are out of range", cfg->file ? cfg->file : "cfg",
+                                 i, (long long)t[k].count);
+            p->layer_params[i] += t[k].count;
+        }
         p->frozen[i] = (unsigned char)(i < cfg->nlayers && cfg->layers[i].frozen);
         p->trainable[i] = (unsigned char)(nt > 0 && !p->frozen[i]);
     }

@@ -13,5 +13,8 @@ fsdp_status fsdp_quiet_begin(int rank);
 void fsdp_quiet_end(void);
 /* The run ended well: nothing captured needs showing. */
 void fsdp_quiet_ok(void);
+/* The rank stops now without exit's handlers (MPI_Abort, _exit): show
+ * what it captured, as exit would. */
+void fsdp_quiet_failed(void);
 
 #endif

@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <string.h>
 #include "fsdp.h"
 
 const char *fsdp_status_str(fsdp_status s)
@@ -19,11 +20,19 @@ const char *fsdp_status_str(fsdp_status s)
 
 fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
 {
+    /* One write per message, so the lines of ranks sharing a terminal do
+     * not interleave. */
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("fsdp: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof line) memcpy(line + sizeof line - 5, "...", 4);
+    fprintf(stderr, "fsdp: %s\n", line);
     return s;
 }
+
+static int together;
+
+void fsdp_agreed_stop(void) { together = 1; }
+int fsdp_stopped_together(void) { return together; }

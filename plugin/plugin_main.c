@@ -1,10 +1,12 @@
 /* libdarknet_fsdp.so's entry point: flags, MPI, the backend, and the hook
  * table that hands Darknet's events to the engine. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "darknet_plugin.h"
+#include "fsdp_agree.h"
 #include "fsdp_backend.h"
 #include "fsdp_bn.h"
 #include "fsdp_ckpt.h"
@@ -12,8 +14,10 @@
 #include "fsdp_deltas.h"
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
+#include "fsdp_hash.h"
 #include "fsdp_log.h"
 #include "fsdp_quiet.h"
+#include "fsdp_watch.h"
 #include "fsdp_weights.h"
 #ifdef GPU
 #include <cuda_runtime.h>
@@ -25,6 +29,9 @@ static int mpi_started;
 static const char *backend_flag;   /* -fsdp-backend, NULL: the default */
 static fsdp_log train_log;         /* rank 0: -fsdp-log and the progress lines */
 static dn_hooks *hook_table;       /* Darknet's, to drop bn_sync under sync_bn=0 */
+static fsdp_agree agreement;       /* cfg options and weights file, compared across ranks */
+static double timeout_s = FSDP_WATCH_DEFAULT_S;   /* -fsdp-timeout */
+static pthread_t main_thread;      /* the one thread that may call MPI */
 
 /* Darknet only needs to know whether to stop; the engine has printed why. */
 static int to_dn(fsdp_status s)
@@ -37,6 +44,7 @@ static int to_dn(fsdp_status s)
 
 static int h_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
+    fsdp_agree_note_option(&agreement, cfg, line, layer, sec, key, val);
     return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
 }
 /* GPU runs move parameters in device memory: NCCL, or MPI through host
@@ -62,8 +70,15 @@ static int h_built(void *c, network *net, const char *cfg)
     fsdp_status s = first ? device_backend(e, net) : FSDP_OK;
     /* Without the hook GPU builds keep cuDNN's batch norm (darknet_plugin.h). */
     if (first && !e->cfg.sync_bn) hook_table->bn_sync = NULL;
+    if (s == FSDP_OK && first && e->dbe != e->be && timeout_s > 0) s = fsdp_watch_wrap(e->dbe, &e->dbe);
+    /* Before anything is sharded, every rank agrees on what it was given
+     * (fsdp_agree.h); a one-rank refusal stops them all. */
+    if (s == FSDP_OK && first) s = fsdp_backend_all_ok(e->be, e->cfg.error, FSDP_ERR_CONFIG, "found an error in its cfg");
+    if (s == FSDP_OK && first) s = fsdp_agree_loaded(e->be, &agreement);
+    if (s == FSDP_OK && first) s = fsdp_agree_network(e->be, &agreement, net);
     if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
-    if (s == FSDP_OK && first && e->resume) s = fsdp_ckpt_read(e, net);
+    if (s == FSDP_ERR_MISMATCH) fsdp_agreed_stop();   /* the engine's plan check: every rank saw it */
+    if (s == FSDP_OK && first && e->resume) s = fsdp_ckpt_read(e, net, agreement.size, agreement.hash);
     return to_dn(s);
 }
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
@@ -88,6 +103,7 @@ static int h_step(void *c, network *net, float *loss) { return to_dn(fsdp_on_tra
 static int h_save_begin(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
+    if (net == e->net) fsdp_ckpt_clean_tmp(f, e->be->rank, e->be->world);
     return e->be->rank == 0 ? DN_OK : DN_SKIP;
 }
 static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_save_layer(c, net, i, w)); }
@@ -106,7 +122,12 @@ static int h_loaded(void *c, network *net, const char *f)
         return to_dn(fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s: loading weights into a network that is "
                                "already sharded is not supported", f));
     fsdp_status s = fsdp_weights_check(net, f);
-    if (s != FSDP_OK) return to_dn(s);
+    if (s == FSDP_OK) s = fsdp_agree_note_weights(&agreement, f);
+    if (s != FSDP_OK) {
+        /* Told to every rank at network_built, which all of them reach. */
+        agreement.load_error = s;
+        return DN_OK;
+    }
     free(e->weights_file);
     e->weights_file = strdup(f);
     return DN_OK;
@@ -136,15 +157,28 @@ static void h_finish(void *c, int status)
         s = fsdp_write_stats(e, e->stats_path);
     int runtime = first_error == FSDP_ERR_COMM || first_error == FSDP_ERR_NOMEM ||
                   first_error == FSDP_ERR_IO || first_error == FSDP_ERR_CUDA;
-    /* After a runtime error other ranks may wait in a collective forever,
-     * and so may this rank's own teardown (a stream synchronize, NCCL's
-     * destroy): abort before it. */
-    if (mpi_started && runtime && status != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    /* After an error the other ranks did not see (Darknet's own, a failed
+     * save, a runtime error) they may wait in a collective forever, and so
+     * may this rank's own teardown (a stream synchronize, NCCL's destroy):
+     * stop every rank now.  Only errors every rank agreed on leave in order. */
+    if (mpi_started && status != 0 && (runtime || !fsdp_stopped_together())) {
+        fflush(stdout);
+        fflush(stderr);
+        fsdp_quiet_failed();
+        /* MPI belongs to the main thread; from a loader thread a non-zero
+         * exit makes the launcher stop the others. */
+        if (!pthread_equal(pthread_self(), main_thread)) _exit(1);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     fsdp_backend *be = e->be, *dbe = e->dbe;
     fsdp_engine_free(e);
+    fsdp_agree_free(&agreement);
+    fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
     if (dbe && dbe != be) dbe->destroy(dbe);
     if (be) be->destroy(be);
     if (mpi_started) MPI_Finalize();
+    fsdp_watch_leave();
+    fsdp_watch_stop();
     if (s != FSDP_OK) exit(1);
 }
 
@@ -230,7 +264,54 @@ static fsdp_status writable(const char *flag, const char *file)
     return s;
 }
 
-static fsdp_status make_backend(const char *want, fsdp_backend **be)
+/* Darknet's -seed (patch 0004), taken from argv before the plugin starts. */
+extern int dn_seeded(void) __attribute__((weak));
+extern unsigned long dn_seed(void) __attribute__((weak));
+
+/* The flags that shape training, compared across ranks (fsdp_agree.h). */
+static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc, char **argv)
+{
+    int clear = 0;
+    for (int i = 1; i < argc; ++i) clear |= !strcmp(argv[i], "-clear");
+    int seeded = dn_seeded && dn_seeded();
+    unsigned long seed = seeded && dn_seed ? dn_seed() : 0;
+    char seed_text[32];
+    snprintf(seed_text, sizeof seed_text, "%lu", seed);
+    uint64_t timeout_bits;
+    memcpy(&timeout_bits, &timeout_s, sizeof timeout_bits);
+    const char *backend = f->backend ? f->backend : "(default)";
+    const fsdp_agree_flag list[] = {
+        { "-seed", seeded ? (uint64_t)seed + 1 : 0, seeded ? seed_text : "not given" },
+        { "-clear", (uint64_t)clear, clear ? "given" : "not given" },
+        { "-fsdp-checkpoint", (uint64_t)f->checkpoint, f->checkpoint ? "given" : "not given" },
+        { "-fsdp-resume", (uint64_t)f->resume, f->resume ? "given" : "not given" },
+        { "-fsdp-backend", fsdp_hash(backend, strlen(backend)), backend },
+        { "-fsdp-timeout", timeout_bits, f->timeout ? f->timeout : "(default)" },
+        { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
+        { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
+    };
+    return fsdp_agree_start(mpi_started, local, list, (int)(sizeof list / sizeof list[0]));
+}
+
+/* The watchdog's words for a collective in flight: the group whose buffer
+ * it moves, and the step. */
+static void describe_wait(void *c, const void *buf, char *out, size_t n)
+{
+    const fsdp_engine *e = c;
+    const char *group = NULL;
+    for (int k = 0; buf && k < e->ngroups && !group; ++k) {
+        const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
+        for (int j = 0; j < 2; ++j)
+            if (buf == fl[j]->full || buf == fl[j]->pending || buf == fl[j]->grad || buf == fl[j]->rs_source)
+                group = e->groups[k].info->name;
+    }
+    if (!e->net) snprintf(out, n, "(at start-up)");
+    else if (group && !strcmp(group, FSDP_ROOT_NAME)) snprintf(out, n, "(root group, training step %d)", e->steps + 1);
+    else if (group) snprintf(out, n, "(group %s, training step %d)", group, e->steps + 1);
+    else snprintf(out, n, "(training step %d)", e->steps + 1);
+}
+
+static fsdp_status backend_known(const char *want)
 {
     if (want && strcmp(want, "mpi") && strcmp(want, "nccl"))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: expected mpi or nccl", want);
@@ -238,6 +319,12 @@ static fsdp_status make_backend(const char *want, fsdp_backend **be)
     if (want && !strcmp(want, "nccl"))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend nccl: this plugin was built without GPU support");
 #endif
+    return FSDP_OK;
+}
+
+static fsdp_status make_backend(const char *want, fsdp_backend **be)
+{
+    FSDP_TRY(backend_known(want));
     if (!mpi_started) return fsdp_backend_self_create(be);
     return fsdp_backend_mpi_create(be);
 }
@@ -253,13 +340,9 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         return DN_ERR_ABI;
     }
     fsdp_flags flags;
-    if (fsdp_flags_take(argc, argv, &flags) != FSDP_OK) return DN_ERR_CONFIG;
-    if (flags.help) {
-        /* Under a launcher, once: from the first rank, before MPI starts. */
-        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-        if (!rank) rank = getenv("PMIX_RANK");
-        if (!rank) rank = getenv("PMI_RANK");
-        if (!rank || atoi(rank) == 0) fsdp_help_print(stdout);
+    fsdp_status s = fsdp_flags_take(argc, argv, &flags);
+    if (s == FSDP_OK && flags.help) {
+        fsdp_help_print(stdout);
         return DN_DONE;
     }
     const char *backend = flags.backend;
@@ -272,21 +355,30 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         }
         mpi_started = 1;
     }
+    main_thread = pthread_self();
+    /* Each rank checks its own flags; then all agree, before any other
+     * collective, so that one rank's refusal stops every rank. */
+    if (s == FSDP_OK) s = backend_known(backend);
+    if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &timeout_s);
+    if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
+    if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
+    s = agree_flags(s, &flags, *argc, argv);
     fsdp_backend *be = NULL;
-    fsdp_status s = make_backend(backend, &be);
+    if (s == FSDP_OK) s = make_backend(backend, &be);
+    if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
     engine.checkpoint = flags.checkpoint;
     engine.resume = flags.resume;
-    if (s == FSDP_OK && flags.stats) {
-        engine.stats_path = strdup(flags.stats);
-        s = writable("-fsdp-stats", flags.stats);
-    }
-    if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
+    if (s == FSDP_OK && flags.stats) engine.stats_path = strdup(flags.stats);
     if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&train_log, flags.log, be->world);
+    if (s == FSDP_OK && be->world > 1) s = fsdp_watch_start(timeout_s, be->rank, describe_wait, &engine);
     if (s != FSDP_OK) {
+        /* A refusal the ranks agreed on ends MPI in order; any later one
+         * (a rank alone) must not leave the others waiting. */
+        if (mpi_started && !fsdp_stopped_together()) MPI_Abort(MPI_COMM_WORLD, 1);
         if (mpi_started) MPI_Finalize();
-        return s == FSDP_ERR_CONFIG ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
+        return s == FSDP_ERR_CONFIG || s == FSDP_ERR_MISMATCH ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
     }
     backend_flag = backend;
     h->device = pick_device(be);

@@ -1,0 +1,168 @@
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_agree.h"
+#include "fsdp_hash.h"
+#include "fsdp_mpi.h"
+
+void fsdp_agree_free(fsdp_agree *a)
+{
+    for (int i = 0; i < a->n; ++i) free(a->where[i]);
+    free(a->where);
+    free(a->prefix);
+    free(a->end);
+    free(a->file);
+    memset(a, 0, sizeof *a);
+}
+
+static char *dup_printf(const char *fmt, const char *file, int line, const char *key, const char *val)
+{
+    int n = snprintf(NULL, 0, fmt, file, line, key, val);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s) snprintf(s, (size_t)n + 1, fmt, file, line, key, val);
+    return s;
+}
+
+void fsdp_agree_note_option(fsdp_agree *a, const char *file, int line, int layer, const char *section,
+                            const char *key, const char *val)
+{
+    if (a->oom) return;
+    if (a->n == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 64;
+        uint64_t *p = realloc(a->prefix, (size_t)cap * sizeof *p);
+        if (p) a->prefix = p;
+        char **w = p ? realloc(a->where, (size_t)cap * sizeof *w) : NULL;
+        if (w) a->where = w;
+        if (!p || !w) { a->oom = FSDP_ERR_NOMEM; return; }
+        a->cap = cap;
+    }
+    fsdp_hasher h;
+    fsdp_hasher_init(&h);
+    uint64_t prev = a->n ? a->prefix[a->n - 1] : 0;
+    fsdp_hasher_add(&h, &prev, sizeof prev);
+    fsdp_hasher_add(&h, &layer, sizeof layer);
+    fsdp_hasher_add(&h, section ? section : "", strlen(section ? section : "") + 1);
+    fsdp_hasher_add(&h, key ? key : "", strlen(key ? key : "") + 1);
+    fsdp_hasher_add(&h, val ? "=" : "", val ? 1 : 0);   /* a bare key differs from key= */
+    fsdp_hasher_add(&h, val ? val : "", strlen(val ? val : "") + 1);
+    char *where = dup_printf("%s:%d: %s=%s", file ? file : "cfg", line, key ? key : "", val ? val : "");
+    char *end = dup_printf("%s: after line %d%s%s", file ? file : "cfg", line, "", "");
+    if (!where || !end) { free(where); free(end); a->oom = FSDP_ERR_NOMEM; return; }
+    free(a->end);
+    a->end = end;
+    a->prefix[a->n] = fsdp_hasher_end(&h);
+    a->where[a->n++] = where;
+}
+
+fsdp_status fsdp_agree_note_weights(fsdp_agree *a, const char *file)
+{
+    FSDP_TRY(fsdp_hash_file(file, &a->size, &a->hash));
+    free(a->file);
+    a->file = strdup(file);
+    a->loaded = 1;
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_agree_u64(fsdp_backend *be, uint64_t v, int *differs)
+{
+    uint64_t lo, hi;
+    FSDP_TRY(be->min_max_u64(be, v, &lo, &hi));
+    *differs = lo != hi;
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_agree_loaded(fsdp_backend *be, const fsdp_agree *a)
+{
+    fsdp_status s = fsdp_backend_all_ok(be, a->load_error, FSDP_ERR_CONFIG, "could not use its weights file");
+    if (s != FSDP_OK) fsdp_agreed_stop();
+    return s;
+}
+
+/* The i-th option's checksum; past this rank's last option, one that no
+ * rank's option has (with overwhelming likelihood). */
+static uint64_t prefix_at(const fsdp_agree *a, uint64_t i)
+{
+    if (i < (uint64_t)a->n) return a->prefix[i];
+    uint64_t v[2] = { a->n ? a->prefix[a->n - 1] : 0, i };
+    return fsdp_hash(v, sizeof v) ^ 0x5bd1e995u;
+}
+
+/* The first option where the ranks' cfgs part: a binary search over the
+ * prefix checksums (prefixes that agree up to i agree up to every j < i). */
+static fsdp_status cfg_differs(fsdp_backend *be, const fsdp_agree *a)
+{
+    uint64_t lo, hi;
+    FSDP_TRY(be->min_max_u64(be, (uint64_t)a->n, &lo, &hi));
+    uint64_t top = hi;   /* the first difference is below top + 1 */
+    int differs;
+    FSDP_TRY(fsdp_agree_u64(be, prefix_at(a, top), &differs));
+    if (!differs) return FSDP_OK;
+    uint64_t first = 0, last = top;   /* prefix_at(last) differs; find the smallest such */
+    while (first < last) {
+        uint64_t mid = first + (last - first) / 2;
+        FSDP_TRY(fsdp_agree_u64(be, prefix_at(a, mid), &differs));
+        if (differs) last = mid;
+        else first = mid + 1;
+    }
+    if (last < (uint64_t)a->n)
+        fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks were given different networks: their cfgs differ "
+                  "first here (every rank needs the same cfg)", a->where[last]);
+    else
+        fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks were given different networks: this rank's cfg "
+                  "ends here, another rank's goes on (every rank needs the same cfg)",
+                  a->end ? a->end : "cfg");
+    return FSDP_ERR_MISMATCH;
+}
+
+fsdp_status fsdp_agree_network(fsdp_backend *be, const fsdp_agree *a, const network *net)
+{
+    fsdp_status s = fsdp_backend_all_ok(be, a->oom, FSDP_ERR_NOMEM, "ran out of memory reading its cfg");
+    if (s == FSDP_OK) s = cfg_differs(be, a);
+    int d = 0;
+    const char *file = a->file ? a->file : "(no weights file)";
+    if (s == FSDP_OK && (s = fsdp_agree_u64(be, (uint64_t)a->loaded, &d)) == FSDP_OK && d)
+        s = fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: some ranks loaded a weights file and others none (this "
+                      "rank: %s); give every rank the same one", be->rank, file);
+    if (s == FSDP_OK && (s = fsdp_agree_u64(be, a->size, &d)) == FSDP_OK && d)
+        s = fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks loaded weights files of different sizes (this rank's: "
+                      "%llu bytes); give every rank the same file", file, (unsigned long long)a->size);
+    if (s == FSDP_OK && (s = fsdp_agree_u64(be, a->hash, &d)) == FSDP_OK && d)
+        s = fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks loaded weights files with different contents "
+                      "(checksum %016llx on this rank); give every rank the same file", file,
+                      (unsigned long long)a->hash);
+    if (s == FSDP_OK && (s = fsdp_agree_u64(be, (uint64_t)*net->seen, &d)) == FSDP_OK && d)
+        s = fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: the ranks start at different points (seen %llu here): "
+                      "-clear given on some ranks only?", be->rank, (unsigned long long)*net->seen);
+    if (s == FSDP_OK && (s = fsdp_agree_u64(be, (uint64_t)(int64_t)*net->t, &d)) == FSDP_OK && d)
+        s = fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: the ranks' optimizer step counters differ (t %d here)",
+                      be->rank, *net->t);
+    if (s != FSDP_OK) fsdp_agreed_stop();
+    return s;
+}
+
+fsdp_status fsdp_agree_start(int mpi, fsdp_status local, const fsdp_agree_flag *flags, int n)
+{
+    if (!mpi) return local;
+    /* One all-reduce of maxima: [refused, v0, ~v0, v1, ~v1, ...] gives the
+     * max of each value and, through the complement, its min. */
+    enum { MAX_FLAGS = 16 };
+    uint64_t v[1 + 2 * MAX_FLAGS];
+    if (n > MAX_FLAGS) n = MAX_FLAGS;
+    v[0] = local != FSDP_OK;
+    for (int i = 0; i < n; ++i) {
+        v[1 + 2 * i] = flags[i].value;
+        v[2 + 2 * i] = ~flags[i].value;
+    }
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v, 1 + 2 * n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+    if (v[0]) fsdp_agreed_stop();   /* every rank has this verdict */
+    if (local != FSDP_OK) return local;
+    if (v[0]) return fsdp_fail(FSDP_ERR_CONFIG, "rank %d: another rank refused its command line (see above)", rank);
+    fsdp_status s = FSDP_OK;
+    for (int i = 0; i < n; ++i)
+        if (v[1 + 2 * i] != ~v[2 + 2 * i])
+            s = fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: %s differs between ranks (here: %s); every rank needs "
+                          "the same flags", rank, flags[i].name, flags[i].shown);
+    if (s != FSDP_OK) fsdp_agreed_stop();
+    return s;
+}

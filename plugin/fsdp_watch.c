@@ -1,0 +1,205 @@
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "fsdp_quiet.h"
+#include "fsdp_watch.h"
+
+/* What the main thread is waiting in; written by it, read by the watcher. */
+static struct {
+    _Atomic(const char *) what;   /* NULL: not in a collective */
+    _Atomic(const void *) buf;
+    _Atomic double since;
+} now;
+
+static double timeout_s;
+static int my_rank;
+static fsdp_watch_describe_fn describe;
+static void *describe_ctx;
+static pthread_t thread;
+static int running;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int stopping;
+
+static double clock_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+fsdp_status fsdp_watch_parse(const char *text, double *seconds)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || v < 0)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-timeout %s: expected seconds, 0 or more (0: no watchdog)", text);
+    *seconds = v;
+    return FSDP_OK;
+}
+
+void fsdp_watch_enter(const char *what, const void *buf)
+{
+    atomic_store(&now.buf, buf);
+    atomic_store(&now.since, clock_s());
+    atomic_store(&now.what, what);
+}
+
+void fsdp_watch_leave(void)
+{
+    atomic_store(&now.what, NULL);
+}
+
+static void expire(const char *what, double waited)
+{
+    char where[256] = "";
+    if (describe) describe(describe_ctx, atomic_load(&now.buf), where, sizeof where);
+    /* One write, so ranks' lines do not interleave. */
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, "fsdp: rank %d: %s%s%s made no progress for %.0f s (-fsdp-timeout "
+                     "%g): another rank stopped, hung or died; stopping every rank\n", my_rank, what,
+                     where[0] ? " " : "", where, waited, timeout_s);
+    fsdp_quiet_failed();   /* stderr is the rank's own again */
+    if (n > 0) (void)!write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+    /* MPI may only be called from the main thread, which is stuck: leave
+     * without it; the launcher sees a rank end non-zero and stops the rest. */
+    _exit(1);
+}
+
+static void *watch(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    while (!stopping) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 200 * 1000 * 1000;
+        if (t.tv_nsec >= 1000000000) { t.tv_sec += 1; t.tv_nsec -= 1000000000; }
+        pthread_cond_timedwait(&wake, &lock, &t);
+        const char *what = atomic_load(&now.what);
+        if (!what || stopping) continue;
+        double waited = clock_s() - atomic_load(&now.since);
+        /* Still the same wait (not a new one that began since)? */
+        if (waited >= timeout_s && atomic_load(&now.what) == what) expire(what, waited);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+fsdp_status fsdp_watch_start(double seconds, int rank, fsdp_watch_describe_fn fn, void *ctx)
+{
+    timeout_s = seconds;
+    my_rank = rank;
+    describe = fn;
+    describe_ctx = ctx;
+    if (seconds <= 0 || running) return FSDP_OK;
+    stopping = 0;
+    if (pthread_create(&thread, NULL, watch, NULL) != 0)
+        return fsdp_fail(FSDP_ERR_NOMEM, "cannot start the collective watchdog thread");
+    running = 1;
+    return FSDP_OK;
+}
+
+void fsdp_watch_stop(void)
+{
+    if (!running) return;
+    pthread_mutex_lock(&lock);
+    stopping = 1;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+    pthread_join(thread, NULL);
+    running = 0;
+}
+
+/* ---- the watched backend ------------------------------------------------- */
+
+#define INNER(b) ((fsdp_backend *)(b)->ctx)
+#define WATCHED(name, buf, call)                  \
+    do {                                          \
+        fsdp_watch_enter(name, buf);              \
+        fsdp_status s_ = (call);                  \
+        fsdp_watch_leave();                       \
+        return s_;                                \
+    } while (0)
+
+static fsdp_status w_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+{
+    WATCHED("all-gather", full, INNER(b)->all_gather(INNER(b), shard, full, n));
+}
+static fsdp_status w_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
+{
+    WATCHED("reduce-scatter", full, INNER(b)->reduce_scatter(INNER(b), full, shard, n));
+}
+static fsdp_status w_all_reduce(fsdp_backend *b, float *buf, size_t n)
+{
+    WATCHED("all-reduce", buf, INNER(b)->all_reduce(INNER(b), buf, n));
+}
+static fsdp_status w_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
+{
+    WATCHED("broadcast", buf, INNER(b)->broadcast(INNER(b), buf, bytes, root));
+}
+static fsdp_status w_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64_t *hi)
+{
+    WATCHED("agreement check (min/max over ranks)", NULL, INNER(b)->min_max_u64(INNER(b), v, lo, hi));
+}
+static fsdp_status w_sum_f64(fsdp_backend *b, double *v, size_t n)
+{
+    WATCHED("sum over ranks (loss or statistics)", NULL, INNER(b)->sum_f64(INNER(b), v, n));
+}
+static fsdp_status w_barrier(fsdp_backend *b)
+{
+    WATCHED("barrier", NULL, INNER(b)->barrier(INNER(b)));
+}
+/* Started collectives by ticket slot, so that a wait names what it waits for. */
+static struct { const char *what; const void *buf; } started[FSDP_TICKETS];
+
+static fsdp_status note_start(fsdp_status s, const char *what, const void *buf, const int *ticket)
+{
+    if (s == FSDP_OK && *ticket >= 0) {
+        started[*ticket % FSDP_TICKETS].what = what;
+        started[*ticket % FSDP_TICKETS].buf = buf;
+    }
+    return s;
+}
+static fsdp_status w_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n, int *ticket)
+{
+    WATCHED("all-gather", full,
+            note_start(INNER(b)->all_gather_start(INNER(b), shard, full, n, ticket), "all-gather", full, ticket));
+}
+static fsdp_status w_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard, size_t n, int *ticket)
+{
+    WATCHED("reduce-scatter", full,
+            note_start(INNER(b)->reduce_scatter_start(INNER(b), full, shard, n, ticket), "reduce-scatter",
+                       full, ticket));
+}
+static fsdp_status w_wait(fsdp_backend *b, int ticket)
+{
+    const char *what = ticket >= 0 && started[ticket % FSDP_TICKETS].what ? started[ticket % FSDP_TICKETS].what
+                                                                           : "wait for a started collective";
+    WATCHED(what, ticket >= 0 ? started[ticket % FSDP_TICKETS].buf : NULL, INNER(b)->wait(INNER(b), ticket));
+}
+static void w_destroy(fsdp_backend *b)
+{
+    INNER(b)->destroy(INNER(b));
+    free(b);
+}
+
+fsdp_status fsdp_watch_wrap(fsdp_backend *inner, fsdp_backend **out)
+{
+    fsdp_backend *b = calloc(1, sizeof *b);
+    if (!b) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    *b = (fsdp_backend){ inner->name, inner->rank, inner->world, inner->mem, inner,
+                         w_all_gather, w_reduce_scatter, w_all_reduce, w_broadcast, w_min_max, w_sum_f64,
+                         w_barrier, w_destroy,
+                         inner->all_gather_start ? w_all_gather_start : NULL,
+                         inner->reduce_scatter_start ? w_reduce_scatter_start : NULL,
+                         inner->wait ? w_wait : NULL };
+    *out = b;
+    return FSDP_OK;
+}
