@@ -2,8 +2,9 @@
 # Sharded checkpoints: 3 steps, save with -fsdp-checkpoint, resume with
 # -fsdp-resume for 3 more gives the same weights, bit for bit, as 6 steps in
 # one go (momentum, Adam's moments and step restored); resuming from the
-# weights file alone does not.  A checkpoint from another world size, another
-# cfg, or a truncated one stops every rank with a message naming the file.
+# weights file alone does not.  A checkpoint missing a rank's file, of another
+# cfg, or a truncated one stops every rank with a message naming the file
+# (resuming on another world size: test_resume.sh).
 # usage: test_checkpoint.sh NP STRATEGY [adam]
 . "$(dirname "$0")/lib.sh"
 np=$1 strategy=$2 opt=${3:-sgd}
@@ -41,8 +42,10 @@ refuse_np() { # refuse_np WHAT PATTERN NP CFG WEIGHTS
     fail "$what: exit $rc: $(grep fsdp <<< "$out" | head -2)"
   fi
 }
-other=$((np == 2 ? 3 : 2))
-refuse_np "a checkpoint from another world size" "cannot open .*residual.weights.fsdp-0-of-$other" "$other" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
+last=$WORK/b/residual.weights.fsdp-$((np - 1))-of-$np
+mv "$last" "$WORK/last.orig"
+refuse_np "a checkpoint missing one rank's file" "cannot open .*residual.weights.fsdp-$((np - 1))-of-$np: No such file" "$np" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
+mv "$WORK/last.orig" "$last"
 sed -i '0,/^filters=4$/s//filters=4\nfrozen=1/' "$WORK/a/residual.cfg"
 refuse_np "a checkpoint from another cfg" "was written for another network" "$np" "$WORK/a/residual.cfg" "$WORK/b/residual.weights"
 mk "$WORK/a/residual.cfg" 6
