@@ -17,3 +17,5 @@ fsdp_script_test(resume_adam_4to2_grad_op_to_full test_resume.sh 4 2 grad_op ful
 # every refusal names the file; one process, then 2 ranks.
 fsdp_script_test(cfg_fuzz_np1 test_cfg_fuzz.sh 1 200 1)
 fsdp_script_test(cfg_fuzz_np2 test_cfg_fuzz.sh 2 24 2)
+# The checksum, -fsdp-timeout's values, the bound on group nesting.
+fsdp_unit_test(test_reliability test_reliability.c)
