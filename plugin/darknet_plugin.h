@@ -128,6 +128,13 @@ typedef struct dn_hooks {
     int (*network_resized)(void *ctx, network *net);
     /* `darknet help`: print the plugin's flags and cfg keys on stdout. */
     void (*help)(void *ctx);
+    /* Set by the plugin at init: layer constructors then allocate no
+     * gradient arrays (weight_updates, bias_updates, scale_updates are
+     * NULL, on the host; the device twins are zeroed as from a NULL host
+     * array), and the plugin points them at its own buffers while a layer
+     * runs backward.  Saves a model's worth of memory before the network
+     * is sharded. */
+    int owns_gradients;
 } dn_hooks;
 
 /* The one symbol a plugin exports.  It may remove its own flags from argv

@@ -128,6 +128,9 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
         f->v = kind.adam ? fsdp_mem_alloc(c->mem, f->own_count, 1) : NULL;
         if (!f->m || (kind.adam && !f->v)) return FSDP_ERR_NOMEM;
         FSDP_TRY(make_runs(f, kind.whole ? 0 : (size_t)rank * f->shard));
+        /* Alone, SGD's gradient can accumulate straight into the momentum,
+         * as in Darknet's weight_updates: the same floats and no buffer. */
+        f->grad_in_m = c->be->world == 1 && !kind.adam;
     }
     size_t floats = (f->own && !f->own_in_full ? f->own_count : 0) + (f->full ? f->nfull : 0);
     if (kind.state) floats += (size_t)(1 + kind.adam) * f->own_count;
@@ -211,11 +214,13 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt) return FSDP_OK;
     if (f->grad_state == FSDP_GRAD_NONE) {
-        f->grad = fsdp_mem_take(c->mem, f->nfull, 1);
-        if (!f->grad) return FSDP_ERR_NOMEM;
+        if (!f->grad_in_m) {
+            f->grad = fsdp_mem_take(c->mem, f->nfull, 1);
+            if (!f->grad) return FSDP_ERR_NOMEM;
+        }
         f->grad_state = FSDP_GRAD_ACCUMULATING;
     }
-    point_grad(f, f->grad);
+    point_grad(f, f->grad_in_m ? f->m : f->grad);
     return FSDP_OK;
 }
 

@@ -13,7 +13,10 @@
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
  *                 the layers' gradient pointers point into it while the
- *                 group runs backward (grad_point / grad_unpoint).
+ *                 group runs backward (grad_point / grad_unpoint).  In a
+ *                 world of one under SGD (`grad_in_m`) they point into the
+ *                 momentum instead, as Darknet's weight_updates holds both:
+ *                 no `grad`, and the optimizer gets no separate gradient.
  *   REDUCING      a reduce-scatter from `rs_source` into `gown` was started
  *                 and not yet waited for; `rs_source` lives until then.
  *   REDUCED       `gown` holds this rank's part of the summed gradient.
@@ -82,6 +85,7 @@ typedef struct fsdp_flat {
     int rs_ticket;
     float *gown;         /* reduced gradient for own (REDUCING: being written; REDUCED) */
     float *m, *v;        /* optimizer state for own (trainable only) */
+    int grad_in_m;       /* gradients accumulate into m (world of one, SGD) */
     int gathered_for_save;
     float *save_grad;    /* GPU runs: scratch gradients Darknet's pull reads while saving */
     fsdp_run *runs;

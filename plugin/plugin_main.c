@@ -402,6 +402,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->save_end = h_save_end;
     h->network_free = h_free;
     h->finish = h_finish_shown;
+    h->owns_gradients = 1;   /* flats hold every gradient (fsdp_flat.h) */
     h->help = h_help;
     h->broadcast_int = h_broadcast_int;
     h->network_resized = h_resized;

@@ -16,10 +16,8 @@ fsdp_script_test(equiv_auto_group_np3 test_equivalence.sh auto 3)
 # As between two hosts: no shared-memory transport (TCP over loopback only)
 # and no shared-memory collectives (plugin/fsdp_shm.h), so MPI's own
 # all-gather, reduce-scatter and all-reduce carry every byte.
-set(FSDP_TCP_ENV ${FSDP_TEST_ENV})
-list(FILTER FSDP_TCP_ENV EXCLUDE REGEX "^FSDP_MPIRUN=")
-list(APPEND FSDP_TCP_ENV FSDP_SHM=0
-    "FSDP_MPIRUN=${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none --mca btl tcp,self --mca btl_tcp_if_include lo")
+# (Open MPI takes MCA parameters from OMPI_MCA_* in the environment.)
+set(FSDP_TCP_ENV ${FSDP_TEST_ENV} FSDP_SHM=0 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo)
 fsdp_script_test(equiv_tcp_tiny_np2 test_equivalence.sh tiny 2)
 fsdp_script_test(equiv_tcp_residual_prefetch_np3 test_equivalence.sh residual 3 prefetch)
 set_tests_properties(equiv_tcp_tiny_np2 equiv_tcp_residual_prefetch_np3 PROPERTIES ENVIRONMENT "${FSDP_TCP_ENV}")
