@@ -342,7 +342,11 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     fsdp_flags flags;
     fsdp_status s = fsdp_flags_take(argc, argv, &flags);
     if (s == FSDP_OK && flags.help) {
-        fsdp_help_print(stdout);
+        /* Under a launcher, once: from the first rank, before MPI starts. */
+        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+        if (!rank) rank = getenv("PMIX_RANK");
+        if (!rank) rank = getenv("PMI_RANK");
+        if (!rank || atoi(rank) == 0) fsdp_help_print(stdout);
         return DN_DONE;
     }
     const char *backend = flags.backend;
