@@ -14,7 +14,8 @@ for f in $(grep -oE -- '-fsdp-[a-z-]+' <<< "$blocks" | sort -u); do
 done
 for p in $( { grep -oE '(^|[ =])(cfg|tools|docs|deps/darknet)/[A-Za-z0-9_./-]+' <<< "$blocks" | sed 's/^[ =]//';
              grep -oE '\]\((docs|cfg|tools)/[^)]+\)' "$R" | sed 's/^](//; s/)$//'; } | sort -u); do
-  case $p in tools/*) check "README names $p, an executable in the tree" [ -x "$S/$p" ] ;;
+  case $p in tools/*.*) check "README names $p, which is in the tree" [ -e "$S/$p" ] ;;
+             tools/*) check "README names $p, an executable in the tree" [ -x "$S/$p" ] ;;
              *) check "README names $p, which is in the tree" [ -e "$S/$p" ] ;; esac
 done
 finish
