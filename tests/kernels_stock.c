@@ -1,5 +1,5 @@
 /* Darknet's CPU kernels as Debian's source has them (darknet
- * 0.0.0+git20180914), before patches 0035-0037, renamed stock_*: the oracle
+ * 0.0.0+git20180914), before patches 0035-0038, renamed stock_*: the oracle
  * that tests/test_kernels.c compares the patched kernels against.  Keep them
  * as they are. */
 #include <float.h>
@@ -39,6 +39,44 @@ void stock_im2col_cpu(float* data_im,
                 int col_index = (c * height_col + h) * width_col + w;
                 data_col[col_index] = stock_im2col_get_pixel(data_im, height, width, channels,
                         im_row, im_col, c_im, pad);
+            }
+        }
+    }
+}
+
+/* src/col2im.c */
+static void stock_col2im_add_pixel(float *im, int height, int width, int channels,
+                        int row, int col, int channel, int pad, float val)
+{
+    row -= pad;
+    col -= pad;
+
+    if (row < 0 || col < 0 ||
+        row >= height || col >= width) return;
+    im[col + width*(row + height*channel)] += val;
+}
+//This one might be too, can't remember.
+void stock_col2im_cpu(float* data_col,
+         int channels,  int height,  int width,
+         int ksize,  int stride, int pad, float* data_im) 
+{
+    int c,h,w;
+    int height_col = (height + 2*pad - ksize) / stride + 1;
+    int width_col = (width + 2*pad - ksize) / stride + 1;
+
+    int channels_col = channels * ksize * ksize;
+    for (c = 0; c < channels_col; ++c) {
+        int w_offset = c % ksize;
+        int h_offset = (c / ksize) % ksize;
+        int c_im = c / ksize / ksize;
+        for (h = 0; h < height_col; ++h) {
+            for (w = 0; w < width_col; ++w) {
+                int im_row = h_offset + h * stride;
+                int im_col = w_offset + w * stride;
+                int col_index = (c * height_col + h) * width_col + w;
+                double val = data_col[col_index];
+                stock_col2im_add_pixel(data_im, height, width, channels,
+                        im_row, im_col, c_im, pad, val);
             }
         }
     }

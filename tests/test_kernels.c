@@ -1,8 +1,8 @@
-/* Darknet's CPU kernels as patched (patches 0035-0037: im2col, maxpool,
- * activations) against copies of the stock ones (tests/kernels_stock.c), on
+/* Darknet's CPU kernels as patched (patches 0035-0038: im2col, maxpool,
+ * activations, col2im) against copies of the stock ones (tests/kernels_stock.c), on
  * seeded random inputs over many shapes.  The patches keep each element's
- * operations, so the results must be the same bits, indexes included; the
- * inputs mix in the values where a rewrite could differ (signed zeros, ties,
+ * operations, so the results must be the same bits (any NaN for a NaN),
+ * indexes included; the inputs mix in the values where a rewrite could differ (signed zeros, ties,
  * -FLT_MAX, infinities, NaN, subnormals). */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "col2im.h"
 #include "im2col.h"
 #include "kernels_stock.h"
 
@@ -43,32 +44,47 @@ static float *rand_array(size_t n)
     return x;
 }
 
-/* The first index where the two arrays' bits differ, or -1. */
-static long first_diff(const void *a, const void *b, size_t n, size_t elem)
+/* The first index where two float arrays differ, or -1: the same bits, except
+ * that any NaN equals any NaN (when two NaNs meet in an addition, which one
+ * comes out depends on the operands' order in the instruction, and a
+ * vectorized loop may swap them; IEEE leaves it open). */
+static long first_diff(const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; ++i)
-        if (memcmp((const char *)a + i * elem, (const char *)b + i * elem, elem)) return (long)i;
+        if (memcmp(&a[i], &b[i], sizeof(float)) && !(isnan(a[i]) && isnan(b[i]))) return (long)i;
     return -1;
 }
 
+/* im2col, and col2im adding the same column matrix back into a random image
+ * (each pixel sums several values: their order shows in the bits) */
 static int check_im2col(int channels, int h, int w, int ksize, int stride, int pad)
 {
     int hc = (h + 2 * pad - ksize) / stride + 1;
     int wc = (w + 2 * pad - ksize) / stride + 1;
     if (hc <= 0 || wc <= 0) return 0;
-    size_t ncol = (size_t)channels * ksize * ksize * hc * wc;
-    float *im = rand_array((size_t)channels * h * w);
+    size_t ncol = (size_t)channels * ksize * ksize * hc * wc, nim = (size_t)channels * h * w;
+    float *im = rand_array(nim);
     float *got = rand_array(ncol), *want = rand_array(ncol);
     im2col_cpu(im, channels, h, w, ksize, stride, pad, got);
     stock_im2col_cpu(im, channels, h, w, ksize, stride, pad, want);
-    long d = first_diff(got, want, ncol, sizeof(float));
+    long d = first_diff(got, want, ncol);
     cr_assert_eq(d, -1, "im2col c=%d h=%d w=%d k=%d s=%d p=%d: element %ld is %g, stock %g",
                  channels, h, w, ksize, stride, pad, d, got[d < 0 ? 0 : d], want[d < 0 ? 0 : d]);
-    free(im); free(got); free(want);
+
+    float *im_got = malloc(nim * sizeof(float)), *im_want = malloc(nim * sizeof(float));
+    memcpy(im_got, im, nim * sizeof(float));
+    memcpy(im_want, im, nim * sizeof(float));
+    for (size_t i = 0; i < ncol; ++i) got[i] = rand_float();
+    col2im_cpu(got, channels, h, w, ksize, stride, pad, im_got);
+    stock_col2im_cpu(got, channels, h, w, ksize, stride, pad, im_want);
+    d = first_diff(im_got, im_want, nim);
+    cr_assert_eq(d, -1, "col2im c=%d h=%d w=%d k=%d s=%d p=%d: pixel %ld is %g, stock %g",
+                 channels, h, w, ksize, stride, pad, d, im_got[d < 0 ? 0 : d], im_want[d < 0 ? 0 : d]);
+    free(im); free(got); free(want); free(im_got); free(im_want);
     return 1;
 }
 
-Test(kernels, im2col_equals_stock)
+Test(kernels, im2col_and_col2im_equal_stock)
 {
     static const int sides[] = { 1, 2, 3, 5, 8, 13, 17 };
     const int nsides = sizeof sides / sizeof *sides;
@@ -98,11 +114,12 @@ static void check_maxpool(int batch, int c, int h, int w, int size, int stride, 
     for (size_t i = 0; i < n; ++i) { got.output[i] = want.output[i] = 7; got.indexes[i] = want.indexes[i] = 7; }
     forward_maxpool_layer(got, net);
     stock_forward_maxpool_layer(want, net);
-    long d = first_diff(got.output, want.output, n, sizeof(float));
+    long d = first_diff(got.output, want.output, n);
     cr_assert_eq(d, -1, "maxpool b=%d c=%d h=%d w=%d size=%d stride=%d padding=%d: output %ld "
                  "is %g, stock %g", batch, c, h, w, size, stride, padding, d,
                  got.output[d < 0 ? 0 : d], want.output[d < 0 ? 0 : d]);
-    d = first_diff(got.indexes, want.indexes, n, sizeof(int));
+    for (d = 0; d < (long)n && got.indexes[d] == want.indexes[d]; ++d) {}
+    if (d == (long)n) d = -1;
     cr_assert_eq(d, -1, "maxpool b=%d c=%d h=%d w=%d size=%d stride=%d padding=%d: index %ld "
                  "is %d, stock %d", batch, c, h, w, size, stride, padding, d,
                  got.indexes[d < 0 ? 0 : d], want.indexes[d < 0 ? 0 : d]);
@@ -151,7 +168,7 @@ Test(kernels, activations_equal_stock)
             memcpy(want, x, n * sizeof(float));
             activate_array(got, n, a);
             stock_activate_array(want, n, a);
-            long d = first_diff(got, want, n, sizeof(float));
+            long d = first_diff(got, want, n);
             cr_assert_eq(d, -1, "activate_array %s n=%d: element %ld (x=%g) is %g, stock %g",
                          get_activation_string(a), n, d, x[d < 0 ? 0 : d],
                          got[d < 0 ? 0 : d], want[d < 0 ? 0 : d]);
@@ -162,7 +179,7 @@ Test(kernels, activations_equal_stock)
             memcpy(want, delta, n * sizeof(float));
             gradient_array(x, n, a, got);
             stock_gradient_array(x, n, a, want);
-            d = first_diff(got, want, n, sizeof(float));
+            d = first_diff(got, want, n);
             cr_assert_eq(d, -1, "gradient_array %s n=%d: element %ld (x=%g) is %g, stock %g",
                          get_activation_string(a), n, d, x[d < 0 ? 0 : d],
                          got[d < 0 ? 0 : d], want[d < 0 ? 0 : d]);
