@@ -283,7 +283,7 @@ watchdog)
   out=$(cat "$WORK/stop.log")
   rm -f "$D/backup"/long_*   # saves of the run before the stop (a .tmp where it stopped in one)
   expect_stop "a stopped rank: the others stop after -fsdp-timeout 3" \
-    "rank 0: .* \((group [^,]+, |root group, )?training step [0-9]+\) made no progress for [0-9]+ s \(-fsdp-timeout 3\)"
+    "rank [0-$((last - 1))]: .* \((group [^,]+, |root group, )?training step [0-9]+\) made no progress for [0-9]+ s \(-fsdp-timeout 3\)"
   check "stopped within 20 s of the stop (${took} ms)" [ "$took" -lt 20000 ]
   ;;
 *) echo "unknown part $part"; exit 2 ;;
