@@ -217,10 +217,13 @@ checkpoint)
   # The same run, killed: one rank gets SIGKILL once two epochs are saved.
   slow=$WORK/slow.cfg   # the same network, saved as slow_N.weights
   cp "$c" "$slow"
+  # The killed run would go on far beyond 60 steps (constant learning rate:
+  # the same steps), so the kill never comes after its end.
+  mkdir -p "$WORK/k" && sed "s/^max_batches=.*/max_batches=100000/" "$c" > "$WORK/k/slow.cfg"
   rm -rf "$D/backup"; mkdir -p "$D/backup"
   rm -f "$WORK"/pid.*
   (cd "$D" && timeout -k 5 "$BOUND" "${MPIRUN[@]}" -np "$np" "${RUN[@]}" -seed 4 -fsdp-checkpoint classifier train \
-     "$D/data.data" "$slow" > "$WORK/killed.log" 2>&1) & mp=$!
+     "$D/data.data" "$WORK/k/slow.cfg" > "$WORK/killed.log" 2>&1) & mp=$!
   complete() { [ -e "$D/backup/slow_$1.weights" ] && [ "$(ls "$D/backup" | grep -c "^slow_$1.weights.fsdp-[0-9]*-of-$np\$")" = "$np" ]; }
   for i in $(seq 200); do complete 2 && break; sleep 0.05; done
   kill -9 "$(cat "$WORK/pid.$last")" 2>/dev/null || true
