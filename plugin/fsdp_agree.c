@@ -9,13 +9,14 @@ void fsdp_agree_free(fsdp_agree *a)
     for (int i = 0; i < a->n; ++i) free(a->where[i]);
     free(a->where);
     free(a->prefix);
-    free(a->end);
     free(a->file);
     memset(a, 0, sizeof *a);
 }
 
-static char *dup_printf(const char *fmt, const char *file, int line, const char *key, const char *val)
+/* "file:line: key=value", for a message naming the option. */
+static char *where_of(const char *file, int line, const char *key, const char *val)
 {
+    const char *fmt = "%s:%d: %s=%s";
     int n = snprintf(NULL, 0, fmt, file, line, key, val);
     char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (s) snprintf(s, (size_t)n + 1, fmt, file, line, key, val);
@@ -44,11 +45,8 @@ void fsdp_agree_note_option(fsdp_agree *a, const char *file, int line, int layer
     fsdp_hasher_add(&h, key ? key : "", strlen(key ? key : "") + 1);
     fsdp_hasher_add(&h, val ? "=" : "", val ? 1 : 0);   /* a bare key differs from key= */
     fsdp_hasher_add(&h, val ? val : "", strlen(val ? val : "") + 1);
-    char *where = dup_printf("%s:%d: %s=%s", file ? file : "cfg", line, key ? key : "", val ? val : "");
-    char *end = dup_printf("%s: after line %d%s%s", file ? file : "cfg", line, "", "");
-    if (!where || !end) { free(where); free(end); a->oom = FSDP_ERR_NOMEM; return; }
-    free(a->end);
-    a->end = end;
+    char *where = where_of(file ? file : "cfg", line, key ? key : "", val ? val : "");
+    if (!where) { a->oom = FSDP_ERR_NOMEM; return; }
     a->prefix[a->n] = fsdp_hasher_end(&h);
     a->where[a->n++] = where;
 }
@@ -108,8 +106,8 @@ static fsdp_status cfg_differs(fsdp_backend *be, const fsdp_agree *a)
                   "first here (every rank needs the same cfg)", a->where[last]);
     else
         fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks were given different networks: this rank's cfg "
-                  "ends here, another rank's goes on (every rank needs the same cfg)",
-                  a->end ? a->end : "cfg");
+                  "ends after this option, another rank's goes on (every rank needs the same cfg)",
+                  a->n ? a->where[a->n - 1] : "cfg");
     return FSDP_ERR_MISMATCH;
 }
 

@@ -24,7 +24,6 @@ typedef struct fsdp_agree {
     uint64_t *prefix;   /* per cfg option seen: a checksum of every option up to it */
     char **where;       /* per option: "file:line: key=value", for the message */
     int n, cap;
-    char *end;          /* "file: after line L", where this rank's options end */
     fsdp_status oom;
     /* The weights file Darknet loaded (none: all zero). */
     int loaded;
