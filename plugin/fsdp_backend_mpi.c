@@ -11,9 +11,9 @@
  * [off, off + k) of every rank's shard, which is not contiguous in the full
  * buffer; it passes through a staging buffer of world * k floats.
  *
- * When every rank shares the node, reduce-scatter and float all-reduce go
- * through shared memory instead (fsdp_shm.h), and complete before they
- * return, started or not.
+ * When every rank shares the node, all-gather, reduce-scatter and float
+ * all-reduce go through shared memory instead (fsdp_shm.h), and complete
+ * before they return, started or not.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -98,6 +98,9 @@ static fsdp_status mpib_all_gather(fsdp_backend *b, const float *shard, float *f
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     if (n == 0)
         return FSDP_OK;
+    mpib_ctx *c = b->ctx;
+    if (c->shm)
+        return fsdp_shm_all_gather(c->shm, shard, full, n);
     if (n > mpib_limit(b))
         return run_staged(b, gather_chunk, shard, full, n);
     mpiCheck(MPI_Allgather(in_place ? MPI_IN_PLACE : shard, (int)n, MPI_FLOAT,
@@ -213,7 +216,7 @@ static fsdp_status mpib_all_gather_start(fsdp_backend *b, const float *shard, fl
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     FSDP_TRY(mpib_ticket(b, &req, ticket));
-    if (n == 0 || in_place || n > mpib_limit(b))
+    if (n == 0 || in_place || n > mpib_limit(b) || ((mpib_ctx *)b->ctx)->shm)
         return mpib_all_gather(b, shard, full, n);
     mpiCheck(MPI_Iallgather(shard, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, mpib_comm(b), req));
     return FSDP_OK;

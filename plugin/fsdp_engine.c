@@ -209,6 +209,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
     if (!e->mem.device) e->mem.pool = &e->pool;
     malloc_trim(0);
+    if (!e->mem.device) fsdp_memplan_predict(e, net, e->fixed_bytes, &e->predicted);
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {
@@ -218,6 +219,12 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
                 "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->strategy), e->ngroups,
                 trainable, frozen, e->model_state_bytes / 1e6);
+        const fsdp_mem_prediction *m = &e->predicted;
+        if (m->peak)
+            fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
+                    "largest of building %.1f, sharding %.1f, and model state %.1f + step buffers %.1f\n",
+                    m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
+                    m->model_state / 1e6, m->step_buffers / 1e6);
     }
     return FSDP_OK;
 }

@@ -22,6 +22,7 @@
 #include "fsdp_frozen.h"
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
+#include "fsdp_memplan.h"
 
 /* A group: the layers naming it directly, with one flat for their
  * trainable and one for their frozen parameters.  The engine drives it
@@ -60,6 +61,8 @@ typedef struct fsdp_engine {
     fsdp_flat *rs_inflight;  /* the one reduce-scatter not yet waited for */
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;
     size_t model_state_bytes;
+    size_t fixed_bytes;      /* resident before the network was built (the process, libraries, MPI) */
+    fsdp_mem_prediction predicted;   /* host runs, from fsdp_on_network_built on; peak 0 otherwise */
     uint64_t plan_hash;      /* what every rank agreed on; checkpoints carry it */
     int checkpoint;          /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
     int resume;              /* -fsdp-resume: each rank loads them beside the weights file given */

@@ -29,32 +29,64 @@ float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
     return p;
 }
 
+int fsdp_pool_fit(const fsdp_mem_pool *pool, size_t bytes)
+{
+    int best = -1;
+    for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
+        /* A close fit only: a big block must not serve a small request. */
+        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] > bytes + bytes / 4) continue;
+        if (best < 0 || pool->cap[i] < pool->cap[best]) best = i;
+    }
+    return best;
+}
+
+static void footprint(fsdp_mem_pool *pool)
+{
+    if (pool->live + pool->bytes > pool->footprint) pool->footprint = pool->live + pool->bytes;
+}
+
+float *fsdp_pool_take_slot(fsdp_mem_pool *pool, int slot, size_t *cap)
+{
+    float *p = pool->p[slot];
+    *cap = pool->cap[slot];
+    pool->p[slot] = NULL;
+    pool->bytes -= *cap;
+    pool->live += *cap;
+    return p;
+}
+
+void fsdp_pool_count_new(fsdp_mem_pool *pool, size_t cap)
+{
+    pool->live += cap;
+    footprint(pool);
+}
+
+int fsdp_pool_keep(fsdp_mem_pool *pool, float *p, size_t cap)
+{
+    pool->live -= cap < pool->live ? cap : pool->live;
+    for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
+        if (pool->p[i]) continue;
+        pool->p[i] = p;
+        pool->cap[i] = cap;
+        pool->bytes += cap;
+        return 1;
+    }
+    return 0;
+}
+
 float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero)
 {
     fsdp_mem_pool *pool = m->pool;
     if (m->device || !pool) return fsdp_mem_alloc(m, n, zero);
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    int best = -1;
-    for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
-        /* A close fit only: a big block must not serve a small request. */
-        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] / 2 > bytes) continue;
-        if (best < 0 || pool->cap[i] < pool->cap[best]) best = i;
-    }
-    float *p;
-    size_t cap;
-    if (best >= 0) {
-        p = pool->p[best];
-        cap = pool->cap[best];
-        pool->p[best] = NULL;
-        pool->bytes -= cap;
+    size_t bytes = (n ? n : 1) * sizeof(float), cap;
+    int slot = fsdp_pool_fit(pool, bytes);
+    if (slot >= 0) {
+        float *p = fsdp_pool_take_slot(pool, slot, &cap);
         if (zero) memset(p, 0, bytes);
-    } else {
-        p = fsdp_mem_alloc(m, n, zero);
-        if (!p) return NULL;
-        cap = malloc_usable_size(p);
+        return p;
     }
-    pool->live += cap;
-    if (pool->live > pool->peak) pool->peak = pool->live;
+    float *p = fsdp_mem_alloc(m, n, zero);
+    if (p) fsdp_pool_count_new(pool, malloc_usable_size(p));
     return p;
 }
 
@@ -108,22 +140,8 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
 
 void fsdp_mem_give(const fsdp_mem_ctx *m, float *p)
 {
-    fsdp_mem_pool *pool = m->pool;
     if (!p) return;
-    if (m->device || !pool) {
-        fsdp_mem_free(m, p);
-        return;
-    }
-    size_t cap = malloc_usable_size(p);
-    pool->live -= cap < pool->live ? cap : pool->live;
-    for (int i = 0; pool->live + pool->bytes + cap <= pool->peak && i < FSDP_POOL_SLOTS; ++i) {
-        if (pool->p[i]) continue;
-        pool->p[i] = p;
-        pool->cap[i] = cap;
-        pool->bytes += cap;
-        return;
-    }
-    free(p);
+    if (m->device || !m->pool || !fsdp_pool_keep(m->pool, p, malloc_usable_size(p))) fsdp_mem_free(m, p);
 }
 
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array)

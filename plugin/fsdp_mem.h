@@ -11,18 +11,26 @@
 
 /* Host buffers a step takes and gives back (gathered parameters, gradients,
  * prefetches), kept for reuse: fresh pages cost a fault and a zeroing each,
- * every step.  The pool never holds more than the most that was ever taken
- * at once (`peak`, in practice what one step needs): live + held <= peak
- * whenever a buffer is given back, so keeping them costs no memory a step
- * would not use anyway. */
-#define FSDP_POOL_SLOTS 16
+ * every step.  A request takes the smallest held buffer that fits and is at
+ * most a quarter larger; a buffer given back is kept.  Steps repeat the same
+ * requests, so from the second step on every one is served from the pool,
+ * which then holds, for each size, as many buffers as a step ever used at
+ * once (fsdp_memplan.c predicts that footprint by replaying a step through
+ * these same functions). */
+#define FSDP_POOL_SLOTS 64
 typedef struct fsdp_mem_pool {
     float *p[FSDP_POOL_SLOTS];
     size_t cap[FSDP_POOL_SLOTS];
-    size_t bytes;   /* held for reuse */
-    size_t live;    /* taken and not yet given back */
-    size_t peak;    /* the most live at once so far */
+    size_t bytes;       /* held for reuse */
+    size_t live;        /* taken and not yet given back */
+    size_t footprint;   /* the most live + held at once so far */
 } fsdp_mem_pool;
+
+/* The pool's bookkeeping, on sizes alone (p only stored and returned). */
+int fsdp_pool_fit(const fsdp_mem_pool *pool, size_t bytes);       /* a slot, or -1 */
+float *fsdp_pool_take_slot(fsdp_mem_pool *pool, int slot, size_t *cap);
+void fsdp_pool_count_new(fsdp_mem_pool *pool, size_t cap);        /* a buffer made afresh */
+int fsdp_pool_keep(fsdp_mem_pool *pool, float *p, size_t cap);    /* 0: no free slot (free it) */
 
 typedef struct fsdp_mem_ctx {
     int device;
@@ -52,7 +60,7 @@ void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
 /* n floats for part of a step, from the host pool where there is one (the
- * smallest held buffer that fits, at most twice the size); zeroed if zero.
+ * smallest held buffer that fits, at most a quarter larger); zeroed if zero.
  * Give back with fsdp_mem_give, never fsdp_mem_free. */
 float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_give(const fsdp_mem_ctx *m, float *p);

@@ -131,6 +131,20 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
     return FSDP_OK;
 }
 
+fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n)
+{
+    size_t c = SHM_HALF_FLOATS;
+    for (size_t off = 0; off < n; off += c) {
+        size_t k = min_size(c, n - off), h = (size_t)s->half * SHM_HALF_FLOATS;
+        memcpy(s->seg[s->rank] + h, shard + off, k * sizeof(float));
+        FSDP_TRY(meet(s));
+        /* In place, this rank's own part is copied onto itself: the same floats. */
+        for (int q = 0; q < s->world; ++q) memcpy(full + (size_t)q * n + off, s->seg[q] + h, k * sizeof(float));
+        s->half ^= 1;
+    }
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
 {
     for (size_t off = 0; off < count; off += SHM_HALF_FLOATS) {

@@ -1,4 +1,4 @@
-/* fsdp_shm.h: reduce-scatter and all-reduce between ranks on one node,
+/* fsdp_shm.h: all-gather, reduce-scatter and all-reduce between ranks on one node,
  * through a shared-memory window (MPI-3): each rank copies its input into
  * its own segment and then sums its part straight from every rank's
  * segment.  Open MPI's own reduce-scatter and large all-reduce fall to a
@@ -24,6 +24,10 @@ typedef struct fsdp_shm fsdp_shm;
 fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out);
 void fsdp_shm_close(fsdp_shm *s);
 
+/* full[r*n .. r*n + n) = rank r's shard, on every rank; shard may be this
+ * rank's part of full (in place).  No temporary buffer (Open MPI's own
+ * all-gather allocates one of the full size on some worlds, e.g. 3 ranks). */
+fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n);
 /* shard = sum over ranks of full[rank*n .. rank*n + n); shard may be this
  * rank's part of full (in place).  Every rank sums in rank order. */
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n);

@@ -372,6 +372,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
+    engine.fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
     engine.checkpoint = flags.checkpoint;
     engine.resume = flags.resume;
     if (s == FSDP_OK && flags.stats) engine.stats_path = strdup(flags.stats);

@@ -1,0 +1,263 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "fsdp_engine.h"
+#include "fsdp_memplan.h"
+
+size_t fsdp_memplan_resident(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    int n = fscanf(f, "%lu %lu", &size, &resident);
+    fclose(f);
+    return n == 2 ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* ---- activations ----------------------------------------------------------- */
+
+/* Adds n floats at p once, however many layers share it (dropout shares
+ * its input's output and delta). */
+static void add_once(const float **seen, int *nseen, size_t *bytes, const float *p, size_t n)
+{
+    if (!p) return;
+    for (int i = 0; i < *nseen; ++i) if (seen[i] == p) return;
+    seen[(*nseen)++] = p;
+    *bytes += n * sizeof(float);
+}
+
+static size_t activations(const network *net)
+{
+    const float **seen = malloc((size_t)net->n * 4 * sizeof *seen);
+    if (!seen) return 0;
+    int nseen = 0;
+    size_t bytes = 0, workspace = 0;
+    for (int i = 0; i < net->n; ++i) {
+        const layer *l = &net->layers[i];
+        size_t n = (size_t)l->outputs * l->batch;
+        add_once(seen, &nseen, &bytes, l->output, n);
+        add_once(seen, &nseen, &bytes, l->delta, n);   /* NULL once the engine dropped it */
+        add_once(seen, &nseen, &bytes, l->x, n);
+        add_once(seen, &nseen, &bytes, l->x_norm, n);
+        if (l->workspace_size > workspace) workspace = l->workspace_size;
+    }
+    free(seen);
+    /* The input and truth batch, and the loader's two batches (the one
+     * training and the one loading) of batch * subdivisions samples. */
+    size_t samples = (size_t)net->batch * net->subdivisions;
+    bytes += ((size_t)net->inputs + net->truths) * net->batch * sizeof(float);
+    bytes += 2 * samples * ((size_t)net->inputs + net->outputs) * sizeof(float);
+    return bytes + workspace;
+}
+
+/* ---- build and setup ------------------------------------------------------- */
+
+static void track(size_t *live, size_t *peak, long long delta)
+{
+    *live = (size_t)((long long)*live + delta);
+    if (*live > *peak) *peak = *live;
+}
+
+/* Darknet's parameter arrays (and Adam's moments), then the engine's
+ * fsdp_flat_setup order: a flat's own part, Darknet's arrays of it freed,
+ * its optimizer state. */
+static void build_and_setup(const fsdp_engine *e, const network *net, size_t *build, size_t *setup)
+{
+    size_t params = 0;
+    for (int g = 0; g < e->ngroups; ++g) params += (e->groups[g].train.params + e->groups[g].frozen.params) * sizeof(float);
+    size_t adam_state = net->adam ? 2 * params : 0;
+    *build = params + adam_state;
+    size_t live = params, peak = params;   /* Darknet's Adam state is freed before the groups */
+    for (int g = 0; g < e->ngroups; ++g) {
+        const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
+        for (int k = 0; k < 2; ++k) {
+            const fsdp_flat *f = fl[k];
+            size_t state = (f->m ? f->own_count : 0) + (f->v ? f->own_count : 0);
+            track(&live, &peak, (long long)(f->state_bytes - state * sizeof(float)));
+            track(&live, &peak, -(long long)(f->params * sizeof(float)));
+            track(&live, &peak, (long long)(state * sizeof(float)));
+        }
+    }
+    *setup = peak;
+}
+
+/* ---- one step's buffers ------------------------------------------------------ */
+
+/* The engine's phases (fsdp_engine.c) replayed over the flats' sizes, with
+ * the host pool's own bookkeeping (fsdp_mem.h): its footprint after two
+ * steps is what the pool holds at run time. */
+typedef struct sim_buf {
+    size_t cap;   /* 0: not held */
+} sim_buf;
+
+typedef struct sim_flat {
+    size_t gather;      /* bytes an unshard takes (0: replicated, or a world of one) */
+    size_t grad;        /* bytes grad_point takes (0: none, or into the momentum) */
+    size_t gown;        /* bytes the reduce takes for this rank's part (0: the full buffer is kept) */
+    int gathered;
+    sim_buf full, gradbuf, gownbuf, rs;
+} sim_flat;
+
+typedef struct sim {
+    const fsdp_engine *e;
+    sim_flat *f;        /* 2 per group: train, frozen */
+    fsdp_mem_pool pool;
+    uintptr_t next_id;  /* stand-ins for buffers: the pool only stores them */
+    int async_rs;       /* the backend starts reduce-scatters */
+    int async_ag;       /* ... and all-gathers (prefetch) */
+    sim_flat *rs_inflight;
+} sim;
+
+static void take(sim *s, sim_buf *b, size_t bytes)
+{
+    if (!bytes) return;
+    int slot = fsdp_pool_fit(&s->pool, bytes);
+    if (slot >= 0) {
+        fsdp_pool_take_slot(&s->pool, slot, &b->cap);
+        return;
+    }
+    b->cap = bytes;
+    fsdp_pool_count_new(&s->pool, bytes);
+}
+
+static void give(sim *s, sim_buf *b)
+{
+    if (!b->cap) return;
+    s->next_id += 64;
+    fsdp_pool_keep(&s->pool, (float *)s->next_id, b->cap);
+    b->cap = 0;
+}
+
+static void sim_unshard(sim *s, sim_flat *f)
+{
+    if (f->gathered) return;
+    take(s, &f->full, f->gather);
+    f->gathered = 1;
+}
+
+static void sim_reshard(sim *s, sim_flat *f)
+{
+    if (!f->gather || !f->gathered) return;   /* replicated flats stay */
+    give(s, &f->full);
+    f->gathered = 0;
+}
+
+static void sim_prefetch(sim *s, int k, int backward)
+{
+    if (k < 0 || !s->async_ag) return;
+    sim_unshard(s, &s->f[2 * k]);
+    if (!backward || s->e->groups[k].frozen_bwd) sim_unshard(s, &s->f[2 * k + 1]);
+}
+
+static void sim_finish_reduce(sim *s)
+{
+    if (!s->rs_inflight) return;
+    give(s, &s->rs_inflight->rs);
+    s->rs_inflight = NULL;
+}
+
+/* The full gradient becomes this rank's part (or stays, as the reduced one). */
+static void sim_reduce(sim *s, sim_flat *f)
+{
+    if (!f->gradbuf.cap || !f->gown) return;
+    take(s, &f->gownbuf, f->gown);
+    if (s->async_rs) {
+        f->rs = f->gradbuf;
+        s->rs_inflight = f;
+    } else {
+        give(s, &f->gradbuf);
+    }
+    f->gradbuf.cap = 0;
+}
+
+static void sim_step(sim *s, const network *net)
+{
+    const fsdp_engine *e = s->e;
+    int n = net->n, nsub = net->subdivisions > 0 ? net->subdivisions : 1;
+    for (int micro = 0; micro < nsub; ++micro) {
+        for (int i = 0; i < n; ++i) {
+            for (int k = 0; k < e->ngroups; ++k)
+                if (e->groups[k].info->span_first == i) {
+                    sim_unshard(s, &s->f[2 * k]);
+                    sim_unshard(s, &s->f[2 * k + 1]);
+                }
+            if (e->prefetch) sim_prefetch(s, e->next_forward[i], 0);
+            for (int k = 0; k < e->ngroups; ++k) {
+                const fsdp_group *g = &e->groups[k];
+                if (g->info->span_last != i) continue;
+                int needed = g->bwd_hi >= 0;
+                if (!needed || !g->frozen_bwd || !g->keep_after_forward) sim_reshard(s, &s->f[2 * k + 1]);
+                if (!needed || !g->keep_after_forward) sim_reshard(s, &s->f[2 * k]);
+            }
+        }
+        for (int i = n - 1; i >= 0; --i) {
+            if (!e->plan.need_bwd[i]) continue;
+            int k = e->plan.layer_group[i];
+            const fsdp_group *g = &e->groups[k];
+            sim_flat *t = &s->f[2 * k], *fr = &s->f[2 * k + 1];
+            if (i == g->bwd_hi) {
+                sim_unshard(s, t);
+                if (g->frozen_bwd) sim_unshard(s, fr);
+                if (!t->gradbuf.cap && !t->gownbuf.cap) take(s, &t->gradbuf, t->grad);
+                if (e->prefetch && e->reshard) sim_prefetch(s, e->next_backward[i], 1);
+            }
+            if (i == g->bwd_lo) {
+                if (micro == nsub - 1) {
+                    sim_finish_reduce(s);
+                    sim_reduce(s, t);
+                }
+                if (k != 0) {
+                    sim_reshard(s, t);
+                    sim_reshard(s, fr);
+                }
+            }
+        }
+    }
+    sim_finish_reduce(s);
+    for (int k = 0; k < 2 * e->ngroups; ++k) {
+        sim_flat *f = &s->f[k];
+        give(s, &f->gownbuf);
+        give(s, &f->gradbuf);   /* kept as the reduced gradient (none, or a world of one) */
+        sim_reshard(s, f);
+    }
+}
+
+static size_t step_buffers(const fsdp_engine *e, const network *net)
+{
+    sim s = { .e = e, .f = calloc((size_t)e->ngroups * 2, sizeof(sim_flat)) };
+    if (!s.f) return 0;
+    int world = e->be->world;
+    s.async_rs = world > 1 && e->dbe->reduce_scatter_start != NULL;
+    s.async_ag = world > 1 && e->dbe->all_gather_start != NULL;
+    for (int k = 0; k < e->ngroups; ++k) {
+        const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
+        for (int j = 0; j < 2; ++j) {
+            const fsdp_flat *f = fl[j];
+            sim_flat *sf = &s.f[2 * k + j];
+            if (!f->nt) continue;
+            sf->gather = f->kind.sharded && world > 1 ? f->nfull * sizeof(float) : 0;
+            sf->gathered = !sf->gather;
+            if (!f->kind.state || f->grad_in_m) continue;
+            sf->grad = f->nfull * sizeof(float);
+            sf->gown = world > 1 && !f->kind.whole ? f->shard * sizeof(float) : 0;
+        }
+    }
+    /* The second step finds the pool as the first left it. */
+    sim_step(&s, net);
+    sim_step(&s, net);
+    free(s.f);
+    return s.pool.footprint;
+}
+
+void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, fsdp_mem_prediction *out)
+{
+    out->fixed = fixed;
+    out->activations = activations(net);
+    build_and_setup(e, net, &out->build, &out->setup);
+    out->model_state = e->model_state_bytes;
+    out->step_buffers = step_buffers(e, net);
+    size_t step = out->model_state + out->step_buffers, most = out->build;
+    if (out->setup > most) most = out->setup;
+    if (step > most) most = step;
+    out->peak = fixed + out->activations + most;
+}

@@ -1,0 +1,42 @@
+/* fsdp_memplan.h: the memory a rank will need, predicted before the first
+ * step from the engine's groups (docs/DESIGN.md, "Memory").
+ *
+ * A rank's peak is the larger of three moments, on top of a fixed cost (the
+ * process, its libraries and MPI, measured at start-up) and the
+ * activations (outputs, deltas, batch-norm buffers, workspace, the loader's
+ * batches):
+ *   build   Darknet's parameter arrays as the network is built (Adam's
+ *           moments too: Darknet allocates them);
+ *   setup   as the engine moves them into shards, group by group;
+ *   step    the model state (shards, optimizer state, replicas) plus the
+ *           buffers a step holds at once: gathered groups, prefetches,
+ *           gradients.  These are counted by replaying one step's schedule
+ *           (fsdp_engine.c's phases) over the groups' sizes; the host pool
+ *           measures the same quantity at run time (`step_buffers` in
+ *           -fsdp-stats), and the tests hold the two equal. */
+#ifndef FSDP_MEMPLAN_H
+#define FSDP_MEMPLAN_H
+
+#include <stddef.h>
+#include "darknet.h"
+
+struct fsdp_engine;
+
+typedef struct fsdp_mem_prediction {
+    size_t fixed;          /* the process, libraries and MPI before the network */
+    size_t activations;
+    size_t build;          /* peak of Darknet's own arrays while building */
+    size_t setup;          /* peak while sharding them */
+    size_t model_state;
+    size_t step_buffers;   /* the most one step holds at once beyond the model state */
+    size_t peak;           /* fixed + activations + max(build, setup, model_state + step_buffers) */
+} fsdp_mem_prediction;
+
+/* The process's resident bytes now (0 where /proc is missing). */
+size_t fsdp_memplan_resident(void);
+
+/* After fsdp_on_network_built: the prediction for this run. */
+void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, size_t fixed,
+                          fsdp_mem_prediction *out);
+
+#endif

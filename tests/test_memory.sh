@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The memory each rank needs, predicted before the first step
+# (docs/DESIGN.md, "Memory"), against what the ranks use: a 15M-parameter
+# network whose model state dominates, at worlds 1-4, for each strategy and
+# for a frozen trunk.  Per run: every rank's peak RSS (/usr/bin/time) within
+# [0.85, 1.10] x the prediction; the step buffers the pool measured equal the
+# replayed schedule's; the model state per rank equal the theory.
+# usage: test_memory.sh NP...
+. "$(dirname "$0")/lib.sh"
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 8 --size 32
+P=$(( 3072 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 3 + 3 ))   # parameters
+cfg() { # cfg OUT SHARD FROZEN: 3 connected layers of 2048 in groups a, b, c, then the head
+  {
+    printf '[net]\nbatch=2\nsubdivisions=1\nwidth=32\nheight=32\nchannels=3\nlearning_rate=0.01\n'
+    printf 'momentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant\nshard=%s\n' "$2"
+    for g in a b c; do
+      printf '\n[connected]\noutput=2048\nactivation=leaky\nshard_group=trunk.%s\n' "$g"
+      [ "$3" = 1 ] && printf 'frozen=1\n'
+    done
+    printf '\n[connected]\noutput=3\nactivation=linear\nshard_group=head\n\n[softmax]\n'
+  } > "$1"
+}
+
+run() { # run NP SHARD FROZEN
+  local np=$1 s=$2 fz=$3 name=$2-np$1-frozen$3
+  cfg "$WORK/$name.cfg" "$s" "$fz"
+  rm -f "$WORK"/rss.*
+  if ! (cd "$D" && "${MPIRUN[@]}" -np "$np" sh -c '/usr/bin/time -f %M -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' \
+        "$WORK/rss" "$DN" -plugin "$PLUGIN" -seed 1 classifier train "$D/data.data" "$WORK/$name.cfg" \
+        -fsdp-stats "$WORK/$name.json" > "$WORK/$name.log" 2>&1); then
+    fail "$name: the run failed: $(tail -n 3 "$WORK/$name.log")"
+    return
+  fi
+  local out
+  out=$(python3 - "$WORK/$name.json" "$np" "$s" "$fz" "$P" "$WORK"/rss.* <<'EOF'
+import json, sys
+stats, np, shard, frozen, params = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
+d = json.load(open(stats))
+pred = d["predicted"]
+peak = d["predicted_peak_bytes"]
+rss = [int(open(f).read().split()[0]) * 1024 for f in sys.argv[6:]]
+bad = []
+if len(rss) != np:
+    bad.append("%d rank peaks for %d ranks" % (len(rss), np))
+for r, m in enumerate(rss):
+    if not 0.85 * peak <= m <= 1.10 * peak:
+        bad.append("a rank's peak %.1f MB is %.2f x the prediction %.1f MB" % (m / 1e6, m / peak, peak / 1e6))
+if abs(d["step_buffers_bytes"] - pred["step_buffers"]) > 0.01 * pred["step_buffers"] + 65536:
+    bad.append("step buffers measured %d, predicted %d" % (d["step_buffers_bytes"], pred["step_buffers"]))
+# Model state per rank (SGD: parameters and momentum; frozen: parameters):
+# trainable ones as shards under full, replicated parameters with sharded
+# momentum under grad_op, replicated under none (padding: a float per rank
+# and group at most).
+frozen_params = 3072 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) if frozen else 0
+train = params - frozen_params
+want = {"full": (2 * train + frozen_params) / np,
+        "grad_op": train + train / np + frozen_params,
+        "none": 2 * train + frozen_params}[shard] * 4
+if abs(d["model_state_bytes"] - want) > 4 * 4 * np * 4:
+    bad.append("model state %d, theory %d" % (d["model_state_bytes"], want))
+print("; ".join(bad) if bad else "peaks %s MB, predicted %.1f MB (model state %.1f + step buffers %.1f)" % (
+    "/".join("%.0f" % (m / 1e6) for m in rss), peak / 1e6, pred["model_state"] / 1e6, pred["step_buffers"] / 1e6))
+sys.exit(1 if bad else 0)
+EOF
+) && pass "$name: $out" || fail "$name: $out"
+}
+
+for np in "$@"; do
+  for s in full grad_op none; do run "$np" "$s" 0; done
+  run "$np" full 1
+done
+finish
