@@ -33,6 +33,14 @@ static fsdp_agree agreement;       /* cfg options and weights file, compared acr
 static double timeout_s = FSDP_WATCH_DEFAULT_S;   /* -fsdp-timeout */
 static pthread_t main_thread;      /* the one thread that may call MPI */
 
+/* Before MPI_Abort: the launcher forwards each rank's output on its own
+ * time and drops what it has not forwarded when it tears the job down, so
+ * the message that says why would be lost now and then. */
+static void abort_pause(void)
+{
+    usleep(200 * 1000);
+}
+
 /* Darknet only needs to know whether to stop; the engine has printed why. */
 static int to_dn(fsdp_status s)
 {
@@ -167,6 +175,7 @@ static void h_finish(void *c, int status)
         fsdp_quiet_failed();
         /* MPI belongs to the main thread; from a loader thread a non-zero
          * exit makes the launcher stop the others. */
+        abort_pause();
         if (!pthread_equal(pthread_self(), main_thread)) _exit(1);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -381,7 +390,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s != FSDP_OK) {
         /* A refusal the ranks agreed on ends MPI in order; any later one
          * (a rank alone) must not leave the others waiting. */
-        if (mpi_started && !fsdp_stopped_together()) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (mpi_started && !fsdp_stopped_together()) {
+            abort_pause();
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
         if (mpi_started) MPI_Finalize();
         return s == FSDP_ERR_CONFIG || s == FSDP_ERR_MISMATCH ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
     }
