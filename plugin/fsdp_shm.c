@@ -14,7 +14,9 @@
 
 /* Floats in one half of a segment: small enough that a round's copies and
  * sums stay in cache, large enough that a barrier per round costs little. */
-#define SHM_HALF_FLOATS ((size_t)1 << 18)
+#ifndef SHM_HALF_FLOATS
+#define SHM_HALF_FLOATS ((size_t)1 << 16)
+#endif
 
 struct fsdp_shm {
     MPI_Comm node;     /* every rank of the backend's communicator, same order */
@@ -105,14 +107,21 @@ static fsdp_status meet(fsdp_shm *s)
     return FSDP_OK;
 }
 
-/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k). */
+/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
+ * a block at a time: the block of out stays in the first-level cache while
+ * every rank's part is added, so each input float is read once. */
 static void sum_segments(const fsdp_shm *s, float *out, size_t at, size_t k)
 {
+    enum { BLOCK = 2048 };
     size_t h = (size_t)s->half * SHM_HALF_FLOATS + at;
-    memcpy(out, s->seg[0] + h, k * sizeof(float));
-    for (int q = 1; q < s->world; ++q) {
-        const float *in = s->seg[q] + h;
-        for (size_t j = 0; j < k; ++j) out[j] += in[j];
+    for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
+        size_t b = min_size(BLOCK, k - j0);
+        float *restrict o = out + j0;
+        memcpy(o, s->seg[0] + h + j0, b * sizeof(float));
+        for (int q = 1; q < s->world; ++q) {
+            const float *restrict in = s->seg[q] + h + j0;
+            for (size_t j = 0; j < b; ++j) o[j] += in[j];
+        }
     }
 }
 
