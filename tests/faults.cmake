@@ -19,3 +19,11 @@ fsdp_script_test(cfg_fuzz_np1 test_cfg_fuzz.sh 1 200 1)
 fsdp_script_test(cfg_fuzz_np2 test_cfg_fuzz.sh 2 24 2)
 # The checksum, -fsdp-timeout's values, the bound on group nesting.
 fsdp_unit_test(test_reliability test_reliability.c)
+# The longest tests (each 15-45 s on 2 cores): CI runs them; the everyday
+# tools/test leaves them out (tools/test --gpu, or ctest -L slow, runs them).
+foreach(np 2 3)
+  foreach(part startup agree save checkpoint)
+    set_property(TEST faults_${part}_np${np} APPEND PROPERTY LABELS slow)
+  endforeach()
+endforeach()
+set_property(TEST cfg_fuzz_np1 cfg_fuzz_np2 APPEND PROPERTY LABELS slow)
