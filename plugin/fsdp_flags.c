@@ -9,7 +9,7 @@
 const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", VALUE(stats) },
     { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", VALUE(log) },
-    { "-fsdp-backend", "mpi|nccl", "GPU runs: NCCL (default, one GPU per rank) or MPI through host memory", VALUE(backend) },
+    { "-fsdp-backend", "mpi|mpi-staged|nccl", "host runs: mpi; GPU runs: nccl (default, one GPU per rank) or mpi-staged (MPI through host memory)", VALUE(backend) },
     { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (default 600, 0: never)", VALUE(timeout) },
     { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint) },
     { "-fsdp-resume", NULL, "load those shard checkpoints beside the weights file given; training continues exactly", VALUE(resume) },

@@ -56,17 +56,32 @@ static int h_cfg(void *c, const char *cfg, int line, int layer, const char *sec,
     return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
 }
 /* GPU runs move parameters in device memory: NCCL, or MPI through host
- * staging buffers when asked (several ranks may then share one GPU). */
+ * staging buffers when asked (several ranks may then share one GPU); host
+ * runs move them with MPI.  Each -fsdp-backend value names one of these. */
 static fsdp_status device_backend(fsdp_engine *e, network *net)
 {
 #ifdef GPU
-    if (net->gpu_index < 0 || e->be->world == 1 || e->dbe != e->be) return FSDP_OK;
+    int gpu = net->gpu_index >= 0;
+#else
+    int gpu = 0;
+#endif
+    const char *want = backend_flag ? backend_flag : gpu ? "nccl" : "mpi";
+    if (!gpu && strcmp(want, "mpi"))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: this run computes on the host (-nogpu or a "
+                         "CPU build), where the collectives are MPI's: -fsdp-backend mpi", want);
+    if (gpu && !strcmp(want, "mpi"))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend mpi: this run computes on the GPU: -fsdp-backend "
+                         "mpi-staged moves its buffers through host memory with MPI (ranks may share a GPU), "
+                         "nccl (the default) between GPUs");
+#ifdef GPU
+    if (!gpu || e->be->world == 1 || e->dbe != e->be) return FSDP_OK;
     /* Each device backend runs its host side on its own MPI communicator. */
     fsdp_backend *host = NULL;
     FSDP_TRY(fsdp_backend_mpi_create(&host));
-    if (backend_flag && !strcmp(backend_flag, "mpi")) return fsdp_backend_staged_create(host, &e->dbe);
+    if (!strcmp(want, "mpi-staged")) return fsdp_backend_staged_create(host, &e->dbe);
     return fsdp_backend_nccl_create(host, net->gpu_index, &e->dbe);
 #else
+    (void)e;
     return FSDP_OK;
 #endif
 }
@@ -322,11 +337,11 @@ static void describe_wait(void *c, const void *buf, char *out, size_t n)
 
 static fsdp_status backend_known(const char *want)
 {
-    if (want && strcmp(want, "mpi") && strcmp(want, "nccl"))
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: expected mpi or nccl", want);
+    if (want && strcmp(want, "mpi") && strcmp(want, "mpi-staged") && strcmp(want, "nccl"))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: expected mpi, mpi-staged or nccl", want);
 #ifndef GPU
-    if (want && !strcmp(want, "nccl"))
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend nccl: this plugin was built without GPU support");
+    if (want && strcmp(want, "mpi"))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: this plugin was built without GPU support", want);
 #endif
     return FSDP_OK;
 }

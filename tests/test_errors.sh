@@ -72,7 +72,8 @@ h=$(( $(line_of "$base" "output=5") - 1 ))
 c=$(with "${h}s/.*/[rnn]/; s/^output=5$/output=5\nbatch_normalize=1\nfrozen=1/")
 expect_error "frozen recurrent layer with batch norm above a trained layer" "cfg:$(line_of "$c" frozen=1): layer 3 \(recurrent, with batch_normalize\) is frozen but has trainable layers below it" 2 "$c"
 expect_error "-fsdp-stats in a missing folder" "-fsdp-stats .*cannot write" 1 "$base" -fsdp-stats "$WORK/no/such/dir/s.json"
-expect_error "-fsdp-backend must be mpi or nccl" "-fsdp-backend tcp: expected mpi or nccl" 1 "$base" -fsdp-backend tcp
+expect_error "-fsdp-backend must be mpi, mpi-staged or nccl" "-fsdp-backend tcp: expected mpi, mpi-staged or nccl" 1 "$base" -fsdp-backend tcp
+expect_error "-fsdp-backend mpi-staged needs a GPU build" "-fsdp-backend mpi-staged: this plugin was built without GPU support" 2 "$base" -fsdp-backend mpi-staged
 
 # A weights file that ends inside a layer (truncated, or for another cfg) is
 # refused on every rank; one that ends between layers (a trunk) is fine.

@@ -108,7 +108,7 @@ startup)
   grep -q "rank 0: another rank refused its command line" <<< "$out" \
     && pass "the others name the refusal" || fail "rank 0 did not say another rank refused"
   one_rank "${T[@]}" "$base" -- "${T[@]}" "$base" -fsdp-backend tcp
-  expect_stop "a bad -fsdp-backend on one rank" "-fsdp-backend tcp: expected mpi or nccl"
+  expect_stop "a bad -fsdp-backend on one rank" "-fsdp-backend tcp: expected mpi, mpi-staged or nccl"
   one_rank "${T[@]}" "$base" -- "${T[@]}" "$base" -fsdp-tiemout 5
   expect_stop "an unknown -fsdp flag on one rank" "unknown flag -fsdp-tiemout: did you mean -fsdp-timeout"
   one_rank -seed 1 "${T[@]}" "$base" -- -seed 2 "${T[@]}" "$base"

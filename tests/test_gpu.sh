@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The engine on a GPU (GPU build): against the CPU engine and stock Darknet's
 # GPU path on the same seed, N ranks against one, frozen probes, synchronized
-# batch norm.  Several ranks share one GPU through -fsdp-backend mpi (NCCL
+# batch norm.  Several ranks share one GPU through -fsdp-backend mpi-staged (NCCL
 # refuses that); with two GPUs or more, NCCL runs too.  Skips (exit 77)
 # without a GPU.
 # env: FSDP_BUILD=the GPU build, FSDP_CPU_BUILD=the CPU build (default $FSDP_SOURCE/build)
@@ -27,7 +27,7 @@ check "GPU world 1 equals stock Darknet on the GPU ($("$WDIFF" "$WORK/stock1.w" 
 # 2. Two ranks sharing the GPU (MPI through host staging) against one rank with twice the batch.
 for s in full grad_op none; do
   c=$(test_cfg residual 4 "shard=$s")
-  train_np "$WORK/mpi2-$s.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-backend mpi
+  train_np "$WORK/mpi2-$s.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-backend mpi-staged
   c=$(test_cfg residual 8 "shard=$s")
   train "$WORK/one-$s.w" "$D/data.data" "$c" -plugin "$PLUGIN" -seed 5
   check "GPU, 2 ranks on one GPU (mpi), shard=$s, equal one rank with batch 8" \
@@ -38,7 +38,7 @@ done
 c=$(test_cfg tiny 4)
 probe_cfg "$c"
 train "$WORK/init.w" "$D/data.data" "$S/cfg/tests/tiny.cfg" -seed 2
-train_np "$WORK/probe2.w" 2 "$D/data.data" "$c" -seed 6 -clear -fsdp-backend mpi -fsdp-stats "$WORK/probe.json" "$WORK/init.w"
+train_np "$WORK/probe2.w" 2 "$D/data.data" "$c" -seed 6 -clear -fsdp-backend mpi-staged -fsdp-stats "$WORK/probe.json" "$WORK/init.w"
 check "GPU probe: the frozen trunk (475 floats) is bit-identical" "$WDIFF" "$WORK/init.w" "$WORK/probe2.w" --exact --floats 0:475
 check "GPU probe: no reduce-scatter for the frozen trunk" \
   python3 -c "import json,sys; d=json.load(open('$WORK/probe.json')); g={x['name']: x for x in d['groups']}; sys.exit(0 if g['trunk.a']['reduce_scatter_bytes'] == 0 and g['trunk.b']['backward_gathers'] == 0 else 1)"
@@ -65,7 +65,7 @@ train "$WORK/bn-gpu.w" "$D/data.data" "$c" -plugin "$PLUGIN" -seed 7 -clear "$WO
 cpu_train "$WORK/bn-cpu.w" "$D/data.data" "$c" -plugin "$CPU/libdarknet_fsdp.so" -seed 7 -clear "$WORK/bn0.w"
 check "GPU frozen batch norm between trainable layers equals the CPU engine" "$WDIFF" "$WORK/bn-cpu.w" "$WORK/bn-gpu.w" --tol 1e-3
 sed 's/^batch=8/batch=4/' "$c" > "$WORK/bn4.cfg"
-train_np "$WORK/bn-gpu2.w" 2 "$D/data.data" "$WORK/bn4.cfg" -seed 7 -clear -fsdp-backend mpi "$WORK/bn0.w"
+train_np "$WORK/bn-gpu2.w" 2 "$D/data.data" "$WORK/bn4.cfg" -seed 7 -clear -fsdp-backend mpi-staged "$WORK/bn0.w"
 check "GPU frozen batch norm, 2 ranks on one GPU (mpi), equal one rank with batch 8" "$WDIFF" "$WORK/bn-gpu.w" "$WORK/bn-gpu2.w" --tol 1e-4
 
 # 5. NCCL with prefetch and overlapped reduce-scatter, when there are two GPUs.
@@ -85,7 +85,7 @@ c=$WORK/resnet18-bn.cfg
 sed 's/^batch=.*/batch=8/' "$S/cfg/tests/resnet18-bn.cfg" > "$c"
 train "$WORK/bn-stock.w" "$D/data.data" "$c" -seed 5
 sed -i 's/^batch=.*/batch=4/' "$c"
-train_np "$WORK/bn-sync2.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-backend mpi -fsdp-stats "$WORK/bn-sync.json"
+train_np "$WORK/bn-sync2.w" 2 "$D/data.data" "$c" -seed 5 -fsdp-backend mpi-staged -fsdp-stats "$WORK/bn-sync.json"
 check "GPU sync_bn, 2 ranks on one GPU (mpi), equal stock Darknet (cuDNN) with batch 8 ($("$WDIFF" "$WORK/bn-stock.w" "$WORK/bn-sync2.w" --tol 1e-3 | head -1))" \
   "$WDIFF" "$WORK/bn-stock.w" "$WORK/bn-sync2.w" --tol 1e-3
 check "GPU sync_bn: every rank's rolling statistics bit-identical" \
