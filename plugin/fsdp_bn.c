@@ -134,10 +134,7 @@ fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
     }
     free(tmp);
     /* Every rank takes part even after a local failure, so none waits alone. */
-    FSDP_TRY(e->be->min_max_u64(e->be, s != FSDP_OK, &lo, &hi));
-    if (s != FSDP_OK) return s;
-    if (hi) return fsdp_fail(FSDP_ERR_COMM, "rank %d: another rank could not read its rolling statistics",
-                             e->be->rank);
+    FSDP_TRY(fsdp_backend_all_ok(e->be, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
     FSDP_TRY(e->be->min_max_u64(e->be, h, &lo, &hi));
     ++e->bn_rolling_checks;
     if (lo != hi) ++e->bn_rolling_differ;

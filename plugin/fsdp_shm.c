@@ -7,6 +7,7 @@
  * k + 1's barrier, which each reaches after its reads of round k: one
  * barrier per round suffices for a reduce-scatter, two for an all-reduce
  * (whose reduced parts are read back from the segments). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_mpi.h"
@@ -87,8 +88,16 @@ fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
     if (st == FSDP_OK && (err = MPI_Allreduce(MPI_IN_PLACE, &all_here, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
         st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
     if (st == FSDP_OK && all_here) {
+        /* A window this MPI cannot make (no shared-memory support, a full
+         * /dev/shm) is no reason to stop: MPI's own collectives remain. */
         s->seg = calloc((size_t)world, sizeof *s->seg);
-        st = s->seg ? map_segments(s) : fsdp_fail(FSDP_ERR_NOMEM, "shared-memory collectives: out of memory");
+        int ok = s->seg && map_segments(s) == FSDP_OK;
+        if ((err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
+            st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
+        else if (!ok) {
+            if (rank == 0) fprintf(stderr, "fsdp: no shared-memory window: MPI's own collectives instead\n");
+            all_here = 0;
+        }
     }
     if (st != FSDP_OK || !all_here) {
         fsdp_shm_close(s);
