@@ -13,6 +13,7 @@ typedef struct fsdp_flags {
     const char *log;       /* -fsdp-log FILE */
     const char *backend;   /* -fsdp-backend mpi|nccl */
     const char *timeout;   /* -fsdp-timeout SECONDS (fsdp_watch.h) */
+    const char *plan;      /* -fsdp-plan N (fsdp_planner.h) */
     int checkpoint;        /* -fsdp-checkpoint */
     int resume;            /* -fsdp-resume */
     int help;              /* -fsdp-help */

@@ -16,6 +16,7 @@
 #include "fsdp_flags.h"
 #include "fsdp_hash.h"
 #include "fsdp_log.h"
+#include "fsdp_planner.h"
 #include "fsdp_quiet.h"
 #include "fsdp_watch.h"
 #include "fsdp_weights.h"
@@ -372,6 +373,12 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         if (!rank) rank = getenv("PMI_RANK");
         if (!rank || atoi(rank) == 0) fsdp_help_print(stdout);
         return DN_DONE;
+    }
+    if (s == FSDP_OK && flags.plan) {
+        /* A prediction of host memory, in this one process: no MPI, no GPU. */
+        gpu_index = -1;
+        s = fsdp_planner_run(*argc > 1 ? argv[1] : NULL, flags.plan, h, stdout);
+        return s == FSDP_OK ? DN_DONE : DN_ERR_CONFIG;
     }
     const char *backend = flags.backend;
 

@@ -73,6 +73,7 @@ c=$(with "${h}s/.*/[rnn]/; s/^output=5$/output=5\nbatch_normalize=1\nfrozen=1/")
 expect_error "frozen recurrent layer with batch norm above a trained layer" "cfg:$(line_of "$c" frozen=1): layer 3 \(recurrent, with batch_normalize\) is frozen but has trainable layers below it" 2 "$c"
 expect_error "-fsdp-stats in a missing folder" "-fsdp-stats .*cannot write" 1 "$base" -fsdp-stats "$WORK/no/such/dir/s.json"
 expect_error "-fsdp-backend must be mpi, mpi-staged or nccl" "-fsdp-backend tcp: expected mpi, mpi-staged or nccl" 1 "$base" -fsdp-backend tcp
+expect_error "-fsdp-plan needs a count of ranks" "-fsdp-plan x: expected a number of ranks from 1 to 4096" 1 "$base" -fsdp-plan x
 expect_error "-fsdp-backend mpi-staged needs a GPU build" "-fsdp-backend mpi-staged: this plugin was built without GPU support" 2 "$base" -fsdp-backend mpi-staged
 
 # A weights file that ends inside a layer (truncated, or for another cfg) is

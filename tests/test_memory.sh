@@ -70,4 +70,41 @@ for np in "$@"; do
   for s in full grad_op none; do run "$np" "$s" 0; done
   run "$np" full 1
 done
+
+# The planner (-fsdp-plan N CFG, one process, no training) predicts for each
+# world and strategy what those runs predicted for themselves: the same model
+# state and step buffers (its fixed cost is this process's, without MPI).
+for fz in 0 1; do
+  cfg "$WORK/plan$fz.cfg" full "$fz"
+  max=$(printf '%s
+' "$@" | sort -n | tail -n 1)
+  if ! "$DN" -plugin "$PLUGIN" -fsdp-plan "$max" "$WORK/plan$fz.cfg" > "$WORK/plan$fz.md" 2> "$WORK/plan$fz.err"; then
+    fail "-fsdp-plan $max: $(tail -n 2 "$WORK/plan$fz.err")"
+    continue
+  fi
+  out=$(python3 - "$WORK" "$fz" "$@" <<'EOF'
+import json, os, re, sys
+work, fz, worlds = sys.argv[1], sys.argv[2], [int(w) for w in sys.argv[3:]]
+rows = {}
+for line in open(os.path.join(work, "plan%s.md" % fz)):
+    m = re.match(r"\| (\d+) \|(.*)\|\s*$", line)
+    if m:
+        rows[int(m.group(1))] = [tuple(map(float, re.findall(r"[\d.]+", c))) for c in m.group(2).split("|")]
+bad, seen = [], 0
+for w in worlds:
+    for i, shard in enumerate(("full", "grad_op", "none")):
+        path = os.path.join(work, "%s-np%d-frozen%s.json" % (shard, w, fz))
+        if not os.path.exists(path):
+            continue
+        d = json.load(open(path))
+        peak, state, bufs = rows[w][i]
+        seen += 1
+        if abs(state - d["predicted"]["model_state"] / 1e6) > 0.06 or abs(bufs - d["predicted"]["step_buffers"] / 1e6) > 0.06:
+            bad.append("%s at %d ranks: plan %.1f + %.1f MB, the run %.1f + %.1f" % (shard, w, state, bufs,
+                       d["predicted"]["model_state"] / 1e6, d["predicted"]["step_buffers"] / 1e6))
+print("; ".join(bad) if bad else "%d worlds and strategies as the runs predicted them" % seen)
+sys.exit(1 if bad or not seen else 0)
+EOF
+) && pass "-fsdp-plan, frozen trunk $fz: $out" || fail "-fsdp-plan, frozen trunk $fz: $out"
+done
 finish

@@ -1,0 +1,96 @@
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "fsdp_engine.h"
+#include "fsdp_planner.h"
+
+/* A backend of `world` ranks that moves nothing: set-up's broadcast and
+ * agreement have one participant.  The started collectives exist so that
+ * the prediction counts what the MPI backend keeps in flight. */
+static fsdp_status no_bcast(fsdp_backend *b, void *buf, size_t n, int root) { return FSDP_OK; }
+static fsdp_status one_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64_t *hi)
+{
+    *lo = *hi = v;
+    return FSDP_OK;
+}
+static fsdp_status no_start(fsdp_backend *b, const float *in, float *out, size_t n, int *ticket) { return FSDP_OK; }
+static fsdp_status no_start_rs(fsdp_backend *b, const float *in, float *out, size_t n, int *ticket) { return FSDP_OK; }
+static fsdp_status no_wait(fsdp_backend *b, int ticket) { return FSDP_OK; }
+
+static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
+{
+    return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
+}
+
+/* Darknet prints its layer table for every build: not here. */
+static int quiet_begin(void)
+{
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+        dup2(null, 2);
+        close(null);
+    }
+    return saved;
+}
+
+static void quiet_end(int saved)
+{
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+}
+
+/* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's prediction. */
+static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
+                           fsdp_mem_prediction *out)
+{
+    fsdp_backend be = { .name = "plan", .rank = 0, .world = world, .mem = FSDP_MEM_HOST,
+                        .broadcast = no_bcast, .min_max_u64 = one_min_max, .all_gather_start = no_start,
+                        .reduce_scatter_start = no_start_rs, .wait = no_wait };
+    fsdp_engine e;
+    FSDP_TRY(fsdp_engine_init(&e, &be));
+    hooks->ctx = &e;
+    hooks->cfg_option = plan_cfg;
+    int saved = quiet_begin();
+    network *net = parse_network_cfg((char *)cfg);
+    e.cfg.strategy = strategy;
+    e.fixed_bytes = fixed;
+    fsdp_status s = fsdp_on_network_built(&e, net);
+    quiet_end(saved);
+    *out = e.predicted;
+    fsdp_status f = fsdp_on_network_free(&e, net);
+    free_network(net);
+    fsdp_engine_free(&e);
+    hooks->cfg_option = NULL;
+    hooks->ctx = NULL;
+    return s != FSDP_OK ? s : f;
+}
+
+fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, dn_hooks *hooks, FILE *out)
+{
+    char *end = NULL;
+    long n = max_world ? strtol(max_world, &end, 10) : 0;
+    if (!max_world || !*max_world || *end || n < 1 || n > 4096)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: expected a number of ranks from 1 to 4096",
+                         max_world ? max_world : "");
+    if (!cfg || access(cfg, R_OK) != 0)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: give the cfg to plan: darknet -plugin PLUGIN "
+                         "-fsdp-plan N CFG", max_world);
+    size_t fixed = fsdp_memplan_resident();
+    fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
+            "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
+    for (long w = 1; w <= n; ++w) {
+        fprintf(out, "| %ld |", w);
+        for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
+            fsdp_mem_prediction p;
+            FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p));
+            fprintf(out, " %.1f (%.1f + %.1f) |", p.peak / 1e6, p.model_state / 1e6, p.step_buffers / 1e6);
+        }
+        fprintf(out, "\n");
+    }
+    return FSDP_OK;
+}
