@@ -99,9 +99,9 @@ static fsdp_status agree(fsdp_engine *e, fsdp_status local, uint64_t hash)
     FSDP_TRY(fsdp_backend_all_ok(e->be, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
     FSDP_TRY(e->be->min_max_u64(e->be, hash, &lo, &hi));
     if (lo != hi)
-        return fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: the ranks were given different networks "
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s: rank %d: the ranks were given different networks "
                          "(layers, frozen flags, groups or shard keys differ); every rank needs the same cfg",
-                         e->be->rank);
+                         e->cfg.file ? e->cfg.file : "cfg", e->be->rank);
     return FSDP_OK;
 }
 

@@ -17,6 +17,12 @@ fsdp_script_test(resume_adam_4to2_grad_op_to_full test_resume.sh 4 2 grad_op ful
 # every refusal names the file; one process, then 2 ranks.
 fsdp_script_test(cfg_fuzz_np1 test_cfg_fuzz.sh 1 200 1)
 fsdp_script_test(cfg_fuzz_np2 test_cfg_fuzz.sh 2 24 2)
+# A few hundred more on 2 ranks, in CI (label slow): four parts that CTest
+# can run side by side, each its own seed.
+foreach(part 3 4 5 6)
+  fsdp_script_test(cfg_fuzz_np2_${part} test_cfg_fuzz.sh 2 60 ${part})
+  set_property(TEST cfg_fuzz_np2_${part} APPEND PROPERTY LABELS slow)
+endforeach()
 # The checksum, -fsdp-timeout's values, the bound on group nesting.
 fsdp_unit_test(test_reliability test_reliability.c)
 # The longest tests (each 15-45 s on 2 cores): CI runs them; the everyday
