@@ -206,10 +206,12 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
-    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
-    if (!e->mem.device) e->mem.pool = &e->pool;
     malloc_trim(0);
-    if (!e->mem.device) fsdp_memplan_predict(e, net, e->fixed_bytes, &e->predicted);
+    if (!e->mem.device) {
+        /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
+        e->mem.pool = &e->pool;
+        fsdp_memplan_predict(e, net, e->fixed_bytes, &e->predicted);
+    }
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {
@@ -278,9 +280,8 @@ static fsdp_status pre_forward(fsdp_engine *e, fsdp_group *g)
  * backward never stay. */
 static void post_forward(fsdp_engine *e, fsdp_group *g, int training)
 {
-    int needed = training && g->bwd_hi >= 0;
-    if (!needed || !g->frozen_bwd || !g->keep_after_forward) fsdp_flat_reshard(&e->flat, &g->frozen);
-    if (!needed || !g->keep_after_forward) fsdp_flat_reshard(&e->flat, &g->train);
+    if (!fsdp_group_keeps_frozen(g, training)) fsdp_flat_reshard(&e->flat, &g->frozen);
+    if (!fsdp_group_keeps_train(g, training)) fsdp_flat_reshard(&e->flat, &g->train);
 }
 
 /* Before the group's highest layer needing backward. */

@@ -39,6 +39,17 @@ typedef struct fsdp_group {
     uint64_t bn_bytes;       /* synchronized batch norm of its layers (fsdp_bn.h) */
 } fsdp_group;
 
+/* After a group's forward span, whether its trainable and its frozen
+ * parameters stay gathered for its backward (training: net->train). */
+static inline int fsdp_group_keeps_train(const fsdp_group *g, int training)
+{
+    return training && g->bwd_hi >= 0 && g->keep_after_forward;
+}
+static inline int fsdp_group_keeps_frozen(const fsdp_group *g, int training)
+{
+    return fsdp_group_keeps_train(g, training) && g->frozen_bwd;
+}
+
 typedef struct fsdp_engine {
     fsdp_backend *be;        /* host collectives: setup, checks, losses */
     fsdp_backend *dbe;       /* collectives on parameter buffers: be, or NCCL / staged on GPU runs */

@@ -185,9 +185,8 @@ static void sim_step(sim *s, const network *net)
             for (int k = 0; k < e->ngroups; ++k) {
                 const fsdp_group *g = &e->groups[k];
                 if (g->info->span_last != i) continue;
-                int needed = g->bwd_hi >= 0;
-                if (!needed || !g->frozen_bwd || !g->keep_after_forward) sim_reshard(s, &s->f[2 * k + 1]);
-                if (!needed || !g->keep_after_forward) sim_reshard(s, &s->f[2 * k]);
+                if (!fsdp_group_keeps_frozen(g, 1)) sim_reshard(s, &s->f[2 * k + 1]);
+                if (!fsdp_group_keeps_train(g, 1)) sim_reshard(s, &s->f[2 * k]);
             }
         }
         for (int i = n - 1; i >= 0; --i) {
