@@ -15,9 +15,7 @@
 
 /* Floats in one half of a segment: small enough that a round's copies and
  * sums stay in cache, large enough that a barrier per round costs little. */
-#ifndef SHM_HALF_FLOATS
 #define SHM_HALF_FLOATS ((size_t)1 << 16)
-#endif
 
 struct fsdp_shm {
     MPI_Comm node;     /* every rank of the backend's communicator, same order */
