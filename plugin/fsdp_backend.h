@@ -53,6 +53,10 @@ struct fsdp_backend {
     fsdp_status (*reduce_scatter_start)(fsdp_backend *b, const float *full, float *shard,
                                         size_t shard_count, int *ticket);
     fsdp_status (*wait)(fsdp_backend *b, int ticket);
+    /* The *_start calls complete before they return (shared memory, whose
+     * copies run on the calling thread): starting early overlaps nothing
+     * and only holds buffers longer, so the engine calls the blocking ones. */
+    int starts_block;
 };
 
 /* MPI_COMM_WORLD on host memory; MPI must be initialised.  Counts beyond

@@ -284,7 +284,9 @@ static fsdp_status mpib_open(fsdp_backend *b)
     mpiCheck(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN));
     mpiCheck(MPI_Comm_rank(c->comm, &b->rank));
     mpiCheck(MPI_Comm_size(c->comm, &b->world));
-    return fsdp_shm_open(c->comm, &c->shm);
+    FSDP_TRY(fsdp_shm_open(c->comm, &c->shm));
+    b->starts_block = c->shm != NULL;
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_mpi_fail(int err, const char *file, int line, const char *call)

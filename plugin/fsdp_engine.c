@@ -7,6 +7,7 @@
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
+static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a);
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 {
@@ -196,7 +197,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->strategy = e->cfg.strategy;
     e->reshard = e->cfg.reshard_after_forward;
-    e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait;
+    e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait && !e->dbe->starts_block;
     e->ngroups = e->plan.ngroups;
     e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
@@ -264,9 +265,9 @@ static void reshard(fsdp_engine *e, fsdp_group *g)
 /* Waits for the reduce-scatter in flight, if the backend started one. */
 static fsdp_status finish_reduce(fsdp_engine *e)
 {
-    fsdp_flat *f = e->rs_inflight;
+    fsdp_group *g = e->rs_inflight;
     e->rs_inflight = NULL;
-    return f ? fsdp_flat_reduce_wait(&e->flat, f) : FSDP_OK;
+    return g ? fsdp_flat_reduce_wait(&e->flat, &g->train) : FSDP_OK;
 }
 
 static fsdp_status pre_forward(fsdp_engine *e, fsdp_group *g)
@@ -293,21 +294,81 @@ static fsdp_status pre_backward(fsdp_engine *e, fsdp_group *g, int i)
     return e->prefetch && e->reshard ? prefetch(e, e->next_backward[i], 1) : FSDP_OK;
 }
 
+/* The group's optimizer step on its reduced gradient (none: decay and
+ * momentum alone), once per update. */
+static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args *a)
+{
+    fsdp_flat *f = &g->train;
+    g->updated = 1;
+    if (!f->nt) return FSDP_OK;
+    const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
+    for (int r = 0; r < f->nruns; ++r) {
+        const fsdp_run *run = &f->runs[r];
+        fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
+                              a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
+        fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
+                        grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
+    }
+    fsdp_flat_grad_spent(&e->flat, f);
+    if (e->strategy == FSDP_SHARD_GRAD_OP) {
+        /* Replicated parameters: every rank takes every updated shard (a
+         * world of one updated its replica in place).  Safe in backward: no
+         * layer of the group computes again in this step. */
+        if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
+        g->ag_bytes += f->nfull * sizeof(float);
+        e->bytes_ag += f->nfull * sizeof(float);
+    }
+    return FSDP_OK;
+}
+
+/* Waits for the reduce-scatter in flight and steps its group. */
+static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a)
+{
+    fsdp_group *g = e->rs_inflight;
+    FSDP_TRY(finish_reduce(e));
+    return g ? update_group(e, g, a) : FSDP_OK;
+}
+
 static int last_micro_batch(const fsdp_engine *e, const network *net)
 {
     return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
 }
 
+/* The arguments update_network will pass at the end of this step
+ * (network.c), for the steps the groups take in backward; the update hook
+ * checks them against Darknet's own. */
+static const update_args *backward_args(fsdp_engine *e, network *net)
+{
+    if (!e->args_set) {
+        update_args a = { 0 };
+        a.batch = net->batch * net->subdivisions * e->be->world;
+        a.learning_rate = get_current_rate(net);
+        a.momentum = net->momentum;
+        a.decay = net->decay;
+        a.adam = net->adam;
+        a.B1 = net->B1;
+        a.B2 = net->B2;
+        a.eps = net->eps;
+        a.t = *net->t + 1;   /* update_network counts the update before it runs */
+        e->step_args = a;
+        e->args_set = 1;
+    }
+    return &e->step_args;
+}
+
 /* After the group's lowest layer needing backward: reduce the gradient
- * once per update (one reduce-scatter in flight at a time). */
-static fsdp_status post_backward(fsdp_engine *e, fsdp_group *g, const network *net)
+ * once per update (one reduce-scatter in flight at a time) and step the
+ * optimizer on it as soon as it is reduced. */
+static fsdp_status post_backward(fsdp_engine *e, fsdp_group *g, network *net)
 {
     fsdp_status s = FSDP_OK;
     if (last_micro_batch(e, net)) {
         uint64_t rs = 0, ar = 0;
-        s = finish_reduce(e);
+        const update_args *a = backward_args(e, net);
+        s = settle_reduce(e, a);
         if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
-        if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = &g->train;
+        if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = g;
+        else if (s == FSDP_OK && g->train.grad_state == FSDP_GRAD_REDUCED) s = update_group(e, g, a);
         g->rs_bytes += rs;
         g->ar_bytes += ar;
         e->bytes_rs += rs;
@@ -348,40 +409,31 @@ fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, 
 
 /* ---- update -------------------------------------------------------------- */
 
-static void step_flat(const fsdp_engine *e, fsdp_flat *f, const update_args *a)
+static int same_args(const update_args *a, const update_args *b)
 {
-    const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
-    for (int r = 0; r < f->nruns; ++r) {
-        const fsdp_run *run = &f->runs[r];
-        fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
-                              a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
-        fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
-                        grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
-    }
+    return a->batch == b->batch && a->learning_rate == b->learning_rate && a->momentum == b->momentum &&
+           a->decay == b->decay && a->adam == b->adam && a->B1 == b->B1 && a->B2 == b->B2 &&
+           a->eps == b->eps && a->t == b->t;
 }
 
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
 {
-    FSDP_TRY(finish_reduce(e));
-    FSDP_TRY(fsdp_optim_status(e->mem.device));   /* a kernel of the backward that failed */
+    if (e->args_set && !same_args(a, &e->step_args))
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "update %d: Darknet's update (learning rate %g, batch %d, t %d) "
+                         "is not the one the groups took in backward (%g, %d, %d)", a->t, a->learning_rate,
+                         a->batch, a->t, e->step_args.learning_rate, e->step_args.batch, e->step_args.t);
+    FSDP_TRY(settle_reduce(e, a));
+    /* Groups backward never reached (below stopbackward) still decay and
+     * move with their momentum, as in Darknet. */
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];
-        fsdp_flat *f = &g->train;
-        if (f->nt) {
-            step_flat(e, f, a);
-            fsdp_flat_grad_spent(&e->flat, f);
-            if (e->strategy == FSDP_SHARD_GRAD_OP) {
-                /* Replicated parameters: every rank takes every updated shard
-                 * (a world of one updated its replica in place). */
-                if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
-                g->ag_bytes += f->nfull * sizeof(float);
-                e->bytes_ag += f->nfull * sizeof(float);
-            }
-        }
+        if (!g->updated) FSDP_TRY(update_group(e, g, a));
+        g->updated = 0;
         /* Gathered parameters are stale now (the root's, kept through the step). */
         reshard(e, g);
     }
-    return FSDP_OK;
+    e->args_set = 0;
+    return fsdp_optim_status(e->mem.device);   /* a kernel of the step that failed */
 }
 
 fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)

@@ -5,7 +5,9 @@
  * shard of each and gathers the whole buffer only while the group computes;
  * Darknet's layer pointers are re-pointed into the gathered buffer and set
  * to NULL when it is freed.  Gradients go to a fresh full-size buffer that is
- * reduce-scattered into the shard after the group's last backward layer;
+ * reduce-scattered into the shard after the group's last backward layer,
+ * and the optimizer steps the shard as soon as that reduce completes, so a
+ * rank holds one group's reduced gradient at a time, not the whole model's;
  * momentum and Adam moments live beside the shard.  `grad_op` keeps
  * parameters replicated and gathers once after the update; `none` all-reduces
  * gradients and updates every replica. */
@@ -35,6 +37,7 @@ typedef struct fsdp_group {
     int bwd_hi, bwd_lo;      /* highest and lowest direct layer needing backward; -1: none */
     int frozen_bwd;          /* a frozen direct layer needs backward (gather frozen then) */
     int keep_after_forward;  /* stays gathered from forward to backward: the root, or reshard_after_forward=0 */
+    int updated;             /* this update's optimizer step ran, in backward (reset by the update) */
     uint64_t ag_bytes, rs_bytes, ar_bytes, backward_gathers;
     uint64_t bn_bytes;       /* synchronized batch norm of its layers (fsdp_bn.h) */
 } fsdp_group;
@@ -69,7 +72,9 @@ typedef struct fsdp_engine {
     int steps;
     uint64_t faults_first_step, faults_last_step;   /* minor page faults at the end of step 1 and of the last */
     int prefetch;            /* shard_prefetch=1 and the backend can start collectives */
-    fsdp_flat *rs_inflight;  /* the one reduce-scatter not yet waited for */
+    fsdp_group *rs_inflight; /* the group whose reduce-scatter is not yet waited for */
+    int args_set;            /* step_args holds this update's arguments */
+    update_args step_args;   /* as update_network will pass them, computed in backward */
     uint64_t bytes_ag, bytes_rs, bytes_ar, bytes_bcast, bytes_ckpt;
     size_t model_state_bytes;
     size_t fixed_bytes;      /* resident before the network was built (the process, libraries, MPI) */

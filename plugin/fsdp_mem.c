@@ -33,8 +33,8 @@ int fsdp_pool_fit(const fsdp_mem_pool *pool, size_t bytes)
 {
     int best = -1;
     for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
-        /* A close fit only: a big block must not serve a small request. */
-        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] > bytes + bytes / 4) continue;
+        /* At most twice the request: a big block must not serve a small one. */
+        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] / 2 > bytes) continue;
         if (best < 0 || pool->cap[i] < pool->cap[best]) best = i;
     }
     return best;
@@ -61,6 +61,18 @@ void fsdp_pool_count_new(fsdp_mem_pool *pool, size_t cap)
     footprint(pool);
 }
 
+int fsdp_pool_drop_smaller(fsdp_mem_pool *pool, size_t bytes, float **p)
+{
+    for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
+        if (!pool->p[i] || pool->cap[i] >= bytes) continue;
+        *p = pool->p[i];
+        pool->p[i] = NULL;
+        pool->bytes -= pool->cap[i];
+        return 1;
+    }
+    return 0;
+}
+
 int fsdp_pool_keep(fsdp_mem_pool *pool, float *p, size_t cap)
 {
     pool->live -= cap < pool->live ? cap : pool->live;
@@ -85,6 +97,8 @@ float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero)
         if (zero) memset(p, 0, bytes);
         return p;
     }
+    float *old;
+    while (fsdp_pool_drop_smaller(pool, bytes, &old)) free(old);
     float *p = fsdp_mem_alloc(m, n, zero);
     if (p) fsdp_pool_count_new(pool, malloc_usable_size(p));
     return p;

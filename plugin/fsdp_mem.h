@@ -12,11 +12,13 @@
 /* Host buffers a step takes and gives back (gathered parameters, gradients,
  * prefetches), kept for reuse: fresh pages cost a fault and a zeroing each,
  * every step.  A request takes the smallest held buffer that fits and is at
- * most a quarter larger; a buffer given back is kept.  Steps repeat the same
- * requests, so from the second step on every one is served from the pool,
- * which then holds, for each size, as many buffers as a step ever used at
- * once (fsdp_memplan.c predicts that footprint by replaying a step through
- * these same functions). */
+ * most twice its size; a buffer given back is kept.  A request nothing
+ * fits first frees the held buffers smaller than itself: the new buffer
+ * can serve their requests later, so the pool holds about what a step uses
+ * at once, not a set of buffers for each size (groups of unequal sizes).
+ * Steps repeat the same requests, so after the first steps every one is
+ * served from the pool (fsdp_memplan.c predicts the footprint by replaying
+ * steps through these same functions). */
 #define FSDP_POOL_SLOTS 64
 typedef struct fsdp_mem_pool {
     float *p[FSDP_POOL_SLOTS];
@@ -31,6 +33,9 @@ int fsdp_pool_fit(const fsdp_mem_pool *pool, size_t bytes);       /* a slot, or 
 float *fsdp_pool_take_slot(fsdp_mem_pool *pool, int slot, size_t *cap);
 void fsdp_pool_count_new(fsdp_mem_pool *pool, size_t cap);        /* a buffer made afresh */
 int fsdp_pool_keep(fsdp_mem_pool *pool, float *p, size_t cap);    /* 0: no free slot (free it) */
+/* Before making a buffer of `bytes`: takes one held buffer smaller than
+ * that out of the pool into *p (to be freed); 0 when none is left. */
+int fsdp_pool_drop_smaller(fsdp_mem_pool *pool, size_t bytes, float **p);
 
 typedef struct fsdp_mem_ctx {
     int device;
@@ -60,7 +65,7 @@ void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
 /* n floats for part of a step, from the host pool where there is one (the
- * smallest held buffer that fits, at most a quarter larger); zeroed if zero.
+ * smallest held buffer that fits, at most twice as large); zeroed if zero.
  * Give back with fsdp_mem_give, never fsdp_mem_free. */
 float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_give(const fsdp_mem_ctx *m, float *p);

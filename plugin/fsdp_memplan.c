@@ -116,6 +116,8 @@ static void take(sim *s, sim_buf *b, size_t bytes)
         fsdp_pool_take_slot(&s->pool, slot, &b->cap);
         return;
     }
+    float *old;
+    while (fsdp_pool_drop_smaller(&s->pool, bytes, &old)) continue;
     b->cap = bytes;
     fsdp_pool_count_new(&s->pool, bytes);
 }
@@ -149,23 +151,32 @@ static void sim_prefetch(sim *s, int k, int backward)
     if (!backward || s->e->groups[k].frozen_bwd) sim_unshard(s, &s->f[2 * k + 1]);
 }
 
+/* The reduce in flight completes and the optimizer steps its group: the
+ * full gradient and the reduced part go back. */
 static void sim_finish_reduce(sim *s)
 {
     if (!s->rs_inflight) return;
     give(s, &s->rs_inflight->rs);
+    give(s, &s->rs_inflight->gownbuf);
     s->rs_inflight = NULL;
 }
 
-/* The full gradient becomes this rank's part (or stays, as the reduced one). */
+/* The full gradient becomes this rank's part (or stays, as the reduced
+ * one), and once reduced the optimizer steps the group and gives it back. */
 static void sim_reduce(sim *s, sim_flat *f)
 {
-    if (!f->gradbuf.cap || !f->gown) return;
+    if (!f->gradbuf.cap) return;
+    if (!f->gown) {
+        give(s, &f->gradbuf);   /* reduced in place (none, a world of one), stepped at once */
+        return;
+    }
     take(s, &f->gownbuf, f->gown);
     if (s->async_rs) {
         f->rs = f->gradbuf;
         s->rs_inflight = f;
     } else {
         give(s, &f->gradbuf);
+        give(s, &f->gownbuf);
     }
     f->gradbuf.cap = 0;
 }
@@ -226,8 +237,8 @@ static size_t step_buffers(const fsdp_engine *e, const network *net)
     sim s = { .e = e, .f = calloc((size_t)e->ngroups * 2, sizeof(sim_flat)) };
     if (!s.f) return 0;
     int world = e->be->world;
-    s.async_rs = world > 1 && e->dbe->reduce_scatter_start != NULL;
-    s.async_ag = world > 1 && e->dbe->all_gather_start != NULL;
+    s.async_rs = world > 1 && e->dbe->reduce_scatter_start != NULL && !e->dbe->starts_block;
+    s.async_ag = world > 1 && e->dbe->all_gather_start != NULL && !e->dbe->starts_block;
     for (int k = 0; k < e->ngroups; ++k) {
         const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
         for (int j = 0; j < 2; ++j) {

@@ -6,8 +6,9 @@
 #include "fsdp_planner.h"
 
 /* A backend of `world` ranks that moves nothing: set-up's broadcast and
- * agreement have one participant.  The started collectives exist so that
- * the prediction counts what the MPI backend keeps in flight. */
+ * agreement have one participant.  It blocks in its started collectives,
+ * as the MPI backend does on one machine (shared memory): the prediction
+ * is that of a one-machine run. */
 static fsdp_status no_bcast(fsdp_backend *b, void *buf, size_t n, int root) { return FSDP_OK; }
 static fsdp_status one_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64_t *hi)
 {
@@ -50,7 +51,8 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
 {
     fsdp_backend be = { .name = "plan", .rank = 0, .world = world, .mem = FSDP_MEM_HOST,
                         .broadcast = no_bcast, .min_max_u64 = one_min_max, .all_gather_start = no_start,
-                        .reduce_scatter_start = no_start_rs, .wait = no_wait };
+                        .reduce_scatter_start = no_start_rs, .wait = no_wait,
+                        .starts_block = 1 };
     fsdp_engine e;
     FSDP_TRY(fsdp_engine_init(&e, &be));
     hooks->ctx = &e;

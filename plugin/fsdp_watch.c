@@ -199,7 +199,7 @@ fsdp_status fsdp_watch_wrap(fsdp_backend *inner, fsdp_backend **out)
                          w_barrier, w_destroy,
                          inner->all_gather_start ? w_all_gather_start : NULL,
                          inner->reduce_scatter_start ? w_reduce_scatter_start : NULL,
-                         inner->wait ? w_wait : NULL };
+                         inner->wait ? w_wait : NULL, inner->starts_block };
     *out = b;
     return FSDP_OK;
 }

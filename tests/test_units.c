@@ -318,7 +318,7 @@ Test(optim, no_gradient_still_decays_and_keeps_momentum)
 
 /* ---- the host buffer pool ---------------------------------------------- */
 
-Test(mem, pool_reuses_close_fits_and_serves_repeated_steps)
+Test(mem, pool_reuses_fits_within_twice_and_serves_repeated_steps)
 {
     fsdp_mem_pool pool = { 0 };
     fsdp_mem_ctx m = { .device = 0, .pool = &pool };
@@ -331,14 +331,19 @@ Test(mem, pool_reuses_close_fits_and_serves_repeated_steps)
     for (int i = 0; i < 1000; ++i) cr_assert_float_eq(b[i], 0.f, 0, "zeroed when asked");
     cr_assert_eq(pool.bytes, 0);
     fsdp_mem_give(&m, b);
+    size_t held = pool.bytes;
     float *small = fsdp_mem_take(&m, 10, 0);
-    cr_assert_neq(small, b, "a big block does not serve a small request");
+    cr_assert_neq(small, b, "a block more than twice the size does not serve a request");
+    cr_assert_eq(pool.bytes, held, "and stays held");
     float *big = fsdp_mem_take(&m, 1250, 0);
-    cr_assert_neq(big, b, "nor a block more than a quarter smaller a larger one");
+    cr_assert_eq(pool.bytes, 0, "a request nothing fits frees the smaller held blocks first");
     fsdp_mem_give(&m, small);
     fsdp_mem_give(&m, big);
     cr_assert_eq(pool.live, 0);
     cr_assert_eq(pool.footprint, pool.bytes, "everything given back is held, and nothing more was ever out");
+    float *half = fsdp_mem_take(&m, 700, 0);
+    cr_assert_eq(half, big, "a block up to twice the size serves a smaller request");
+    fsdp_mem_give(&m, half);
     fsdp_mem_pool_drain(&m);
     /* Steps that take and give the same buffers: from the second on, every
      * take is served by the pool. */
