@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include "fsdp_engine.h"
 #include "fsdp_memplan.h"
+#include "fsdp_shm.h"
 
 size_t fsdp_memplan_resident(void)
 {
@@ -12,6 +13,29 @@ size_t fsdp_memplan_resident(void)
     int n = fscanf(f, "%lu %lu", &size, &resident);
     fclose(f);
     return n == 2 ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* Darknet's gemm (gemm.c, OpenBLAS under patch 0001); not in darknet.h. */
+void gemm(int TA, int TB, int M, int N, int K, float ALPHA, float *A, int lda, float *B, int ldb,
+          float BETA, float *C, int ldc);
+
+fsdp_status fsdp_memplan_warm_up(fsdp_backend *be)
+{
+    /* 512: past one of OpenBLAS's packing blocks in each dimension, a few
+     * milliseconds of work. */
+    enum { N = 512 };
+    size_t world = be ? (size_t)be->world : 1, n = FSDP_SHM_SEGMENT_FLOATS;
+    size_t floats = 3 * (size_t)N * N > world * n ? 3 * (size_t)N * N : world * n;
+    float *a = calloc(floats + n, sizeof *a);
+    if (!a) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory at start-up");
+    gemm(0, 0, N, N, N, 1, a, N, a + N * N, N, 1, a + 2 * N * N, N);
+    fsdp_status s = FSDP_OK;
+    if (be && world > 1) {
+        s = be->all_gather(be, a + floats, a, n);
+        if (s == FSDP_OK) s = be->reduce_scatter(be, a, a + floats, n);
+    }
+    free(a);
+    return s;
 }
 
 /* ---- activations ----------------------------------------------------------- */

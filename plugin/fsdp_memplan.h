@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include "darknet.h"
+#include "fsdp_backend.h"
 
 struct fsdp_engine;
 
@@ -34,6 +35,13 @@ typedef struct fsdp_mem_prediction {
 
 /* The process's resident bytes now (0 where /proc is missing). */
 size_t fsdp_memplan_resident(void);
+
+/* Before measuring the fixed cost: touches what every step will touch
+ * whatever the network, so that it counts there: the BLAS's packing
+ * buffers (one gemm through Darknet's own entry point) and, with several
+ * ranks (be not NULL), the transport's (one all-gather and one
+ * reduce-scatter that fill the shared-memory window, fsdp_shm.h). */
+fsdp_status fsdp_memplan_warm_up(fsdp_backend *be);
 
 /* After fsdp_on_network_built: the prediction for this run. */
 void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, size_t fixed,

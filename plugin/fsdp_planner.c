@@ -82,6 +82,7 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, dn_hooks *h
     if (!cfg || access(cfg, R_OK) != 0)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: give the cfg to plan: darknet -plugin PLUGIN "
                          "-fsdp-plan N CFG", max_world);
+    FSDP_TRY(fsdp_memplan_warm_up(NULL));
     size_t fixed = fsdp_memplan_resident();
     fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
             "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);

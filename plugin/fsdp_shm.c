@@ -15,7 +15,7 @@
 
 /* Floats in one half of a segment: small enough that a round's copies and
  * sums stay in cache, large enough that a barrier per round costs little. */
-#define SHM_HALF_FLOATS ((size_t)1 << 16)
+#define SHM_HALF_FLOATS (FSDP_SHM_SEGMENT_FLOATS / 2)
 
 struct fsdp_shm {
     MPI_Comm node;     /* every rank of the backend's communicator, same order */

@@ -19,6 +19,10 @@
 
 typedef struct fsdp_shm fsdp_shm;
 
+/* Floats each rank's segment holds (two halves, written in turn): a
+ * collective of this many floats per rank touches all of it. */
+#define FSDP_SHM_SEGMENT_FLOATS ((size_t)1 << 17)
+
 /* Collective over comm.  *out = NULL (and FSDP_OK) where the path does not
  * apply: ranks on several nodes, a world of one, or FSDP_SHM=0. */
 fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out);

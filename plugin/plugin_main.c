@@ -1,5 +1,6 @@
 /* libdarknet_fsdp.so's entry point: flags, MPI, the backend, and the hook
  * table that hands Darknet's events to the engine. */
+#include <malloc.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@
 #ifdef GPU
 #include <cuda_runtime.h>
 #endif
+
+#define FSDP_MMAP_THRESHOLD (4 << 20)
 
 static fsdp_engine engine;
 static fsdp_status first_error = FSDP_OK;
@@ -364,6 +367,13 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
                   abi->layer_size, mine.network_size, abi->network_size, mine.gpu, abi->gpu);
         return DN_ERR_ABI;
     }
+    /* Buffers of 4 MB and more mapped and unmapped on their own: glibc
+     * would otherwise raise its threshold after the first such free and
+     * keep later ones in the heap, resident after they are freed, so a
+     * rank's peak would depend on the order of frees, not on what it holds
+     * (the prediction, fsdp_memplan.h).  Smaller ones (a loader's images)
+     * stay in the heap. */
+    mallopt(M_MMAP_THRESHOLD, FSDP_MMAP_THRESHOLD);
     fsdp_flags flags;
     fsdp_status s = fsdp_flags_take(argc, argv, &flags);
     if (s == FSDP_OK && flags.help) {
@@ -403,6 +413,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
+    if (s == FSDP_OK) s = fsdp_memplan_warm_up(be);
     engine.fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
     engine.checkpoint = flags.checkpoint;
     engine.resume = flags.resume;
