@@ -135,6 +135,13 @@ typedef struct dn_hooks {
      * runs backward.  Saves a model's worth of memory before the network
      * is sharded. */
     int owns_gradients;
+    /* While parsing, right after layer i was stored in net->layers (its
+     * parameters allocated and initialised; later layers not yet built). */
+    int (*layer_built)(void *ctx, network *net, int i);
+    /* Around load_weights reading layer i (layers marked dontload are
+     * skipped): DN_BEFORE ahead of Darknet's by-value copy of the layer, so
+     * the hook may give it arrays to read into; DN_AFTER once read. */
+    int (*load_layer)(void *ctx, network *net, int i, dn_when when);
 } dn_hooks;
 
 /* The one symbol a plugin exports.  It may remove its own flags from argv

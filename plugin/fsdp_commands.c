@@ -28,14 +28,22 @@ static int trains(const char *sub)
     return strstr(sub, "train") != NULL || !strcmp(sub, "distill");
 }
 
+int fsdp_command_trains_exactly(int argc, char **argv)
+{
+    int c = next_word(argc, argv, 1);
+    int s = next_word(argc, argv, c + 1);
+    if (c >= argc || s >= argc) return 0;
+    for (size_t k = 0; k < sizeof exact / sizeof exact[0]; ++k)
+        if (!strcmp(argv[c], exact[k][0]) && !strcmp(argv[s], exact[k][1])) return 1;
+    return 0;
+}
+
 fsdp_status fsdp_check_command(int argc, char **argv, int world)
 {
     if (world <= 1) return FSDP_OK;
     int c = next_word(argc, argv, 1);
     int s = next_word(argc, argv, c + 1);
-    if (c >= argc || s >= argc || !trains(argv[s])) return FSDP_OK;
-    for (size_t k = 0; k < sizeof exact / sizeof exact[0]; ++k)
-        if (!strcmp(argv[c], exact[k][0]) && !strcmp(argv[s], exact[k][1])) return FSDP_OK;
+    if (c >= argc || s >= argc || !trains(argv[s]) || fsdp_command_trains_exactly(argc, argv)) return FSDP_OK;
     return fsdp_fail(FSDP_ERR_CONFIG, "'%s %s' cannot train exactly on %d ranks (its data loader and loop do "
                      "not split the global batch); run it as one process, or use 'classifier train', "
                      "'detector train' or 'regressor train'", argv[c], argv[s], world);

@@ -55,6 +55,7 @@ void fsdp_engine_free(fsdp_engine *e)
 {
     release_network(e);
     fsdp_cfg_free(&e->cfg);
+    fsdp_stage_free(&e->stage);
     free(e->stats_path);
     free(e->weights_file);
 }
@@ -114,6 +115,9 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     g->bwd_hi = g->bwd_lo = -1;
     fsdp_tensor *tt = NULL, *tf = NULL;
     int ntt = 0, ntf = 0, cap = 0;
+    /* One group's layers whole at a time, from every rank's slices. */
+    for (int k = 0; k < g->info->nlayers; ++k)
+        FSDP_TRY(fsdp_stage_take_back(&e->stage, e->be, net, g->info->layers[k]));
     for (int k = 0; k < g->info->nlayers; ++k) {
         int i = g->info->layers[k];
         fsdp_tensor t[FSDP_MAX_TENSORS];
@@ -199,11 +203,13 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->reshard = e->cfg.reshard_after_forward;
     e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait && !e->dbe->starts_block;
     e->ngroups = e->plan.ngroups;
-    e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe };
+    /* A staged build gathers every layer from the same slices on every rank. */
+    e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     if (!e->groups) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
+    fsdp_stage_free(&e->stage);
     FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));

@@ -25,6 +25,7 @@
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
 #include "fsdp_memplan.h"
+#include "fsdp_stage.h"
 
 /* A group: the layers naming it directly, with one flat for their
  * trainable and one for their frozen parameters.  The engine drives it
@@ -60,6 +61,7 @@ typedef struct fsdp_engine {
     fsdp_flat_ctx flat;      /* what the flats see of the engine: mem, be, dbe */
     fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
     fsdp_cfg cfg;            /* keys of the cfg being parsed */
+    fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;
     fsdp_group *groups;

@@ -104,7 +104,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
 
     /* Rank 0's values for every rank (ranks may have initialised differently),
      * broadcast in Darknet's own host arrays: no second copy of the model. */
-    for (int k = 0; k < nt; ++k) {
+    for (int k = 0; k < nt && !c->values_agreed; ++k) {
         FSDP_TRY(c->be->broadcast(c->be, *t[k].data, t[k].count * sizeof(float), 0));
         f->bcast_bytes += t[k].count * sizeof(float);
     }

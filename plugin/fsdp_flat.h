@@ -39,6 +39,7 @@ typedef struct fsdp_flat_ctx {
     const fsdp_mem_ctx *mem;
     fsdp_backend *be;    /* host collectives (setup's broadcast); rank and world */
     fsdp_backend *dbe;   /* collectives on the flat's buffers (be, or a device backend) */
+    int values_agreed;   /* Darknet's arrays hold the same values on every rank (fsdp_stage.h): no broadcast */
 } fsdp_flat_ctx;
 
 /* How a flat is kept. */
@@ -95,9 +96,10 @@ typedef struct fsdp_flat {
 } fsdp_flat;
 
 /* Lays out tensors t[0..nt) (copied) for the context's world; packs
- * Darknet's current values, makes every rank take rank 0's, keeps this
- * rank's part and frees Darknet's arrays.  A sharded flat starts SHARDED, a
- * replicated one GATHERED. */
+ * Darknet's current values, makes every rank take rank 0's (unless the
+ * context says they agree already), keeps this rank's part and frees
+ * Darknet's arrays.  A sharded flat starts SHARDED, a replicated one
+ * GATHERED. */
 fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tensor *t, int nt,
                             fsdp_flat_kind kind);
 void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f);

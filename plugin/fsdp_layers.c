@@ -25,7 +25,9 @@ static int conv_like(layer *l, size_t nweights, size_t nbiases, fsdp_tensor *out
 {
     n = ADD(l, weights, weight_updates, nweights, 1);
     n = ADD(l, biases, bias_updates, nbiases, 0);
-    if (l->batch_normalize && l->scales)
+    /* Not l->scales: a layer's arrays may be staged away (fsdp_stage.h),
+     * and every constructor with batch_normalize allocates scales. */
+    if (l->batch_normalize)
         n = ADD(l, scales, scale_updates, nbiases, 0);
     return n;
 }

@@ -82,23 +82,71 @@ static void track(size_t *live, size_t *peak, long long delta)
     if (*live > *peak) *peak = *live;
 }
 
-/* Darknet's parameter arrays (and Adam's moments), then the engine's
- * fsdp_flat_setup order: a flat's own part, Darknet's arrays of it freed,
- * its optimizer state. */
+/* Bytes of a flat's tensors as Darknet's arrays: whole, or (staged) as
+ * gathered back from the slices, world * slice each. */
+static size_t flat_arrays(const fsdp_flat *f, int staged, int world)
+{
+    size_t n = 0;
+    for (int k = 0; k < f->nt; ++k)
+        n += staged ? (size_t)world * fsdp_stage_slice(f->t[k].count, world) : f->t[k].count;
+    return n * sizeof(float);
+}
+
+static size_t flat_slices(const fsdp_flat *f, int world)
+{
+    size_t n = 0;
+    for (int k = 0; k < f->nt; ++k) n += fsdp_stage_slice(f->t[k].count, world);
+    return n * sizeof(float);
+}
+
+/* A staged build (fsdp_stage.h), layer by layer: the layer whole (Adam's
+ * moments too), then its slices; loading lends each layer whole arrays
+ * again, one at a time. */
+static size_t staged_build(const fsdp_engine *e, const network *net)
+{
+    int world = e->be->world;
+    size_t live = 0, peak = 0, slices = 0, most_whole = 0;
+    for (int i = 0; i < net->n; ++i) {
+        fsdp_tensor t[FSDP_MAX_TENSORS];
+        int nt = fsdp_layer_tensors((layer *)&net->layers[i], t);
+        size_t whole = 0, kept = 0;
+        for (int k = 0; k < nt; ++k) {
+            whole += t[k].count * sizeof(float);
+            kept += fsdp_stage_slice(t[k].count, world) * sizeof(float);
+        }
+        track(&live, &peak, (long long)(whole * (net->adam ? 3 : 1)));
+        track(&live, &peak, (long long)kept - (long long)(whole * (net->adam ? 3 : 1)));
+        slices += kept;
+        if (whole > most_whole) most_whole = whole;
+    }
+    if (e->weights_file && slices + most_whole > peak) peak = slices + most_whole;
+    return peak;
+}
+
+/* Darknet's parameter arrays (and Adam's moments), or a staged build's
+ * slices; then the engine's setup order: per group its layers whole again
+ * (staged), then per flat its own part, Darknet's arrays of it freed, its
+ * optimizer state. */
 static void build_and_setup(const fsdp_engine *e, const network *net, size_t *build, size_t *setup)
 {
-    size_t params = 0;
-    for (int g = 0; g < e->ngroups; ++g) params += (e->groups[g].train.params + e->groups[g].frozen.params) * sizeof(float);
-    size_t adam_state = net->adam ? 2 * params : 0;
-    *build = params + adam_state;
-    size_t live = params, peak = params;   /* Darknet's Adam state is freed before the groups */
+    int staged = e->stage.enabled, world = e->be->world;
+    size_t live = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
+        for (int k = 0; k < 2; ++k) live += staged ? flat_slices(fl[k], world) : flat_arrays(fl[k], 0, world);
+    }
+    *build = staged ? staged_build(e, net) : live * (net->adam ? 3 : 1);
+    size_t peak = live;   /* Darknet's Adam state is freed before the groups */
+    for (int g = 0; g < e->ngroups; ++g) {
+        const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
+        if (staged)
+            for (int k = 0; k < 2; ++k)
+                track(&live, &peak, (long long)flat_arrays(fl[k], 1, world) - (long long)flat_slices(fl[k], world));
         for (int k = 0; k < 2; ++k) {
             const fsdp_flat *f = fl[k];
             size_t state = (f->m ? f->own_count : 0) + (f->v ? f->own_count : 0);
             track(&live, &peak, (long long)(f->state_bytes - state * sizeof(float)));
-            track(&live, &peak, -(long long)(f->params * sizeof(float)));
+            track(&live, &peak, -(long long)flat_arrays(f, staged, world));
             track(&live, &peak, (long long)(state * sizeof(float)));
         }
     }

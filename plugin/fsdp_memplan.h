@@ -6,8 +6,11 @@
  * activations (outputs, deltas, batch-norm buffers, workspace, the loader's
  * batches):
  *   build   Darknet's parameter arrays as the network is built (Adam's
- *           moments too: Darknet allocates them);
- *   setup   as the engine moves them into shards, group by group;
+ *           moments too: Darknet allocates them); on N host ranks of a
+ *           training command only this rank's slices of the layers built
+ *           so far plus the layer being built or loaded (fsdp_stage.h);
+ *   setup   as the engine moves them into shards, group by group (a staged
+ *           build first takes each group back whole from the slices);
  *   step    the model state (shards, optimizer state, replicas) plus the
  *           buffers a step holds at once: gathered groups, prefetches,
  *           gradients.  These are counted by replaying one step's schedule

@@ -61,6 +61,9 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     network *net = parse_network_cfg((char *)cfg);
     e.cfg.strategy = strategy;
     e.fixed_bytes = fixed;
+    /* Predicts a training run, which on several ranks builds staged
+     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
+    e.stage.enabled = world > 1;
     fsdp_status s = fsdp_on_network_built(&e, net);
     quiet_end(saved);
     *out = e.predicted;

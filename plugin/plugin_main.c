@@ -175,6 +175,16 @@ static int h_resized(void *c, network *net)
     return DN_OK;
 }
 static int h_free(void *c, network *net) { return to_dn(fsdp_on_network_free(c, net)); }
+static int h_layer_built(void *c, network *net, int i)
+{
+    fsdp_engine *e = c;
+    return to_dn(fsdp_stage_layer_built(&e->stage, net, i));
+}
+static int h_load_layer(void *c, network *net, int i, dn_when w)
+{
+    fsdp_engine *e = c;
+    return to_dn(w == DN_BEFORE ? fsdp_stage_load_begin(&e->stage, net, i) : fsdp_stage_load_end(&e->stage, net, i));
+}
 
 static void h_finish(void *c, int status)
 {
@@ -415,6 +425,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
     if (s == FSDP_OK) s = fsdp_memplan_warm_up(be);
     engine.fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
+    /* Only where network_built follows the build (fsdp_stage.h). */
+    if (s == FSDP_OK)
+        engine.stage = (fsdp_stage){ .enabled = be->world > 1 && fsdp_command_trains_exactly(*argc, argv),
+                                     .rank = be->rank, .world = be->world };
     engine.checkpoint = flags.checkpoint;
     engine.resume = flags.resume;
     if (s == FSDP_OK && flags.stats) engine.stats_path = strdup(flags.stats);
@@ -456,6 +470,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->help = h_help;
     h->broadcast_int = h_broadcast_int;
     h->network_resized = h_resized;
+    h->layer_built = h_layer_built;
+    h->load_layer = h_load_layer;
     h->bn_sync = be->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
     hook_table = h;
     return DN_OK;

@@ -59,6 +59,36 @@ want = {"full": (2 * train + frozen_params) / np,
         "none": 2 * train + frozen_params}[shard] * 4
 if abs(d["model_state_bytes"] - want) > 4 * 4 * np * 4:
     bad.append("model state %d, theory %d" % (d["model_state_bytes"], want))
+# Step buffers: the largest group's gathered parameters G (padded), its
+# gradient G and its reduced part G/N under full; gradient and reduced part
+# under grad_op; the gradient alone (all-reduced in place) under none; the
+# gathered frozen group alone for a frozen trunk (the head's are KBs); none
+# in a world of one (SGD's gradients go into the momentum).
+def padded(n): return -(-n // np) * np * 4
+G = padded(3072 * 2048 + 2048)
+bufs = 0 if np == 1 else G if frozen else {"full": 2 * G + G // np, "grad_op": G + G // np, "none": G}[shard]
+if abs(pred["step_buffers"] - bufs) > 0.01 * bufs + 131072:
+    bad.append("step buffers predicted %d, theory %d" % (pred["step_buffers"], bufs))
+# The build (docs/DESIGN.md, "Memory"): on N ranks each keeps its slice,
+# ceil(count/N) floats, of every tensor of the layers built so far, plus
+# the layer being built whole; then it gathers them back at setup, N slices
+# per tensor.  A world of one builds the whole model as Darknet does.
+tensors = [[3072 * 2048, 2048], [2048 * 2048, 2048], [2048 * 2048, 2048], [2048 * 3, 3]]
+sl = lambda c: -(-c // np)
+if np == 1:
+    build = sum(map(sum, tensors)) * 4
+    gathered = 0
+else:
+    build, kept = 0, 0
+    for t in tensors:
+        build = max(build, kept + sum(t) * 4)
+        kept += sum(map(sl, t)) * 4
+    gathered = sum(np * sl(c) for t in tensors for c in t) * 4
+if pred["build"] != build:
+    bad.append("build predicted %d, theory %d" % (pred["build"], build))
+if d["bytes"]["setup_all_gather"] != gathered or (np > 1 and d["bytes"]["broadcast"] != 0):
+    bad.append("set-up moved %d (all-gather) + %d (broadcast), theory %d + 0" % (
+        d["bytes"]["setup_all_gather"], d["bytes"]["broadcast"], gathered))
 print("; ".join(bad) if bad else "peaks %s MB, predicted %.1f MB (model state %.1f + step buffers %.1f)" % (
     "/".join("%.0f" % (m / 1e6) for m in rss), peak / 1e6, pred["model_state"] / 1e6, pred["step_buffers"] / 1e6))
 sys.exit(1 if bad else 0)
