@@ -2,3 +2,7 @@
 fsdp_script_test(memory_np1_np2 test_memory.sh 1 2)
 fsdp_script_test(memory_np3_np4 test_memory.sh 3 4)
 set_property(TEST memory_np1_np2 memory_np3_np4 APPEND PROPERTY LABELS slow)
+# A model that does not fit one rank, under a cap per rank (a memory cgroup:
+# root only; exit 77 skips where there is none).
+fsdp_script_test(memory_cap_np4 test_memory_cap.sh)
+set_property(TEST memory_cap_np4 PROPERTY SKIP_RETURN_CODE 77)
