@@ -30,13 +30,18 @@ static fsdp_status make_runs(fsdp_flat *f, size_t lo)
 }
 
 /* Frees Darknet's copies of what the flat now holds.  On the device the
- * host parameter arrays stay Darknet's (loading and saving read them). */
+ * host parameter arrays go too (Darknet has loaded its weights by now):
+ * saving lends them one group at a time (fsdp_flat_save_begin). */
 static void free_darknet_arrays(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     for (int k = 0; k < f->nt; ++k) {
         fsdp_tensor *t = &f->t[k];
         free(*t->grad);
         *t->grad = NULL;
+        if (c->mem->device) {
+            free(*t->data);
+            *t->data = NULL;
+        }
         fsdp_mem_free_darknet(c->mem, f->data_at[k]);
         fsdp_mem_free_darknet(c->mem, f->grad_at[k]);
     }
@@ -292,14 +297,16 @@ fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t 
         FSDP_TRY(fsdp_flat_unshard(c, f, bytes));
         f->gathered_for_save = 1;
     }
-    /* Darknet's pull_*_layer also copies the gradient arrays to the host. */
+    /* Darknet's pull_*_layer copies the parameters and the gradients to
+     * host arrays, which GPU runs do not keep: lent for the group's save. */
     if (c->mem->device && f->nt && !f->save_grad) {
         f->save_grad = fsdp_mem_take(c->mem, f->nfull, 1);
         if (!f->save_grad) return FSDP_ERR_NOMEM;
         point_grad(f, f->save_grad);
         for (int k = 0; k < f->nt; ++k) {
             *f->t[k].grad = calloc(f->t[k].count, sizeof(float));
-            if (!*f->t[k].grad) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory saving");
+            *f->t[k].data = calloc(f->t[k].count, sizeof(float));
+            if (!*f->t[k].grad || !*f->t[k].data) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory saving");
         }
     }
     return FSDP_OK;
@@ -313,7 +320,8 @@ void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f)
         point_grad(f, NULL);
         for (int k = 0; k < f->nt; ++k) {
             free(*f->t[k].grad);
-            *f->t[k].grad = NULL;
+            free(*f->t[k].data);
+            *f->t[k].grad = *f->t[k].data = NULL;
         }
         fsdp_mem_give(c->mem, f->save_grad);
         f->save_grad = NULL;

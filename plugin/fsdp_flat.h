@@ -130,7 +130,8 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
 void fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);
 
 /* Around saving a group's layers: unshard if sharded (*bytes as above) and,
- * on GPU runs, give Darknet's pull_*_layer gradient arrays to copy. */
+ * on GPU runs, lend Darknet's pull_*_layer host parameter and gradient
+ * arrays to copy into (GPU runs keep none between saves). */
 fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes);
 void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f);
 

@@ -27,7 +27,7 @@ typedef struct fsdp_tensor {
 int fsdp_layer_tensors(layer *l, fsdp_tensor *out);
 
 /* The array of t a run computes with: the host one, or on a device run
- * its *_gpu twin (the host arrays stay Darknet's, for loading and saving);
+ * its *_gpu twin (the host arrays serve loading, and saving lends them);
  * grad selects the gradient. */
 float **fsdp_tensor_array(const fsdp_tensor *t, int device, int grad);
 
