@@ -415,11 +415,17 @@ fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, 
 
 /* ---- update -------------------------------------------------------------- */
 
+/* Bit for bit: a cfg's learning_rate=nan is the same NaN both times. */
+static int same_float(float a, float b)
+{
+    return !memcmp(&a, &b, sizeof a);
+}
+
 static int same_args(const update_args *a, const update_args *b)
 {
-    return a->batch == b->batch && a->learning_rate == b->learning_rate && a->momentum == b->momentum &&
-           a->decay == b->decay && a->adam == b->adam && a->B1 == b->B1 && a->B2 == b->B2 &&
-           a->eps == b->eps && a->t == b->t;
+    return a->batch == b->batch && same_float(a->learning_rate, b->learning_rate) &&
+           same_float(a->momentum, b->momentum) && same_float(a->decay, b->decay) && a->adam == b->adam &&
+           same_float(a->B1, b->B1) && same_float(a->B2, b->B2) && same_float(a->eps, b->eps) && a->t == b->t;
 }
 
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
