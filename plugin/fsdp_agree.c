@@ -1,5 +1,8 @@
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "fsdp_agree.h"
 #include "fsdp_hash.h"
 #include "fsdp_mpi.h"
@@ -163,4 +166,51 @@ fsdp_status fsdp_agree_start(int mpi, fsdp_status local, const fsdp_agree_flag *
                           "the same flags", rank, flags[i].name, flags[i].shown);
     if (s != FSDP_OK) fsdp_agreed_stop();
     return s;
+}
+
+/* Darknet's read_option: `key=value` with every space and tab removed. */
+static int train_list(const char *data, char *out, size_t n)
+{
+    FILE *f = fopen(data, "r");
+    if (!f) return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *w = line;
+        for (char *r = line; *r; ++r)
+            if (*r != ' ' && *r != '\t' && *r != '\n' && *r != '\r') *w++ = *r;
+        *w = 0;
+        if (!strncmp(line, "train=", 6)) {
+            snprintf(out, n, "%s", line + 6);
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+fsdp_status fsdp_agree_data(int argc, char **argv, uint64_t *hash, char *shown, size_t n)
+{
+    *hash = 0;
+    snprintf(shown, n, "none");
+    for (int i = 1; i < argc; ++i) {
+        size_t len = strlen(argv[i]);
+        uint64_t size, h, lsize = 0, lh = 0;
+        if (len < 5 || strcmp(argv[i] + len - 5, ".data")) continue;
+        snprintf(shown, n, "%s", argv[i]);
+        if (access(argv[i], R_OK) != 0)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read the data file: %s", argv[i], strerror(errno));
+        FSDP_TRY(fsdp_hash_file(argv[i], &size, &h));
+        char list[4096];
+        if (train_list(argv[i], list, sizeof list)) {
+            if (access(list, R_OK) != 0)
+                return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read its train list %s: %s", argv[i], list,
+                                 strerror(errno));
+            FSDP_TRY(fsdp_hash_file(list, &lsize, &lh));
+        }
+        uint64_t v[4] = { size, h, lsize, lh };
+        *hash = fsdp_hash(v, sizeof v) | 1;   /* never 0: "none" */
+        return FSDP_OK;
+    }
+    return FSDP_OK;
 }

@@ -318,6 +318,10 @@ static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc,
     uint64_t timeout_bits;
     memcpy(&timeout_bits, &timeout_s, sizeof timeout_bits);
     const char *backend = f->backend ? f->backend : "(default)";
+    char data[512];
+    uint64_t data_hash = 0;
+    if (local == FSDP_OK) local = fsdp_agree_data(argc, argv, &data_hash, data, sizeof data);
+    else snprintf(data, sizeof data, "none");
     const fsdp_agree_flag list[] = {
         { "-seed", seeded ? (uint64_t)seed + 1 : 0, seeded ? seed_text : "not given" },
         { "-clear", (uint64_t)clear, clear ? "given" : "not given" },
@@ -327,6 +331,7 @@ static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc,
         { "-fsdp-timeout", timeout_bits, f->timeout ? f->timeout : "(default)" },
         { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
+        { "the data file or its train list", data_hash, data },
     };
     return fsdp_agree_start(mpi_started, local, list, (int)(sizeof list / sizeof list[0]));
 }

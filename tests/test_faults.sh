@@ -128,7 +128,7 @@ startup)
   one_rank "${T[@]}" "$base" -- "${T[@]}" "$WORK/missing.cfg"
   expect_stop "a missing cfg on one rank" "Couldn't open file: .*missing.cfg: No such file or directory"
   one_rank "${T[@]}" "$base" -- classifier train "$WORK/missing.data" "$base"
-  expect_stop "a missing data file on one rank" "Couldn't open file: .*missing.data"
+  expect_stop "a missing data file on one rank" "missing.data: cannot read the data file: No such file or directory"
   ;;
 
 agree)
@@ -156,6 +156,11 @@ agree)
   expect_stop "a different weights file on one rank" "the ranks loaded weights files with different contents"
   one_rank "${T[@]}" "$base" "$WORK/good.w" -- "${T[@]}" "$base"
   expect_stop "a weights file on some ranks only" "some ranks loaded a weights file and others none"
+  # The data file's train list: the same images in another order on one rank.
+  sort -r "$D/train.list" > "$WORK/other.list"
+  sed "s|^train=.*|train=$WORK/other.list|" "$D/data.data" > "$WORK/other.data"
+  one_rank "${T[@]}" "$base" -- classifier train "$WORK/other.data" "$base"
+  expect_stop "another train list on one rank" "the data file or its train list differs between ranks"
   ;;
 
 save)
@@ -197,15 +202,19 @@ save)
   fi
   # Darknet's own errors on one rank, after the network is built.
   prime
-  mkdir -p "$WORK/bad"
-  echo "not an image" > "$WORK/bad/alpha_0.png"
-  sed "s|^train=.*|train=$WORK/bad.list|" "$D/data.data" > "$WORK/bad.data"
-  for i in $(seq 24); do echo "$WORK/bad/alpha_0.png"; done > "$WORK/bad.list"
-  one_rank "${T[@]}" "$c" -- classifier train "$WORK/bad.data" "$c"
+  # The same data file and list on every rank (they must agree), naming a
+  # relative path that one rank, started in another folder, finds broken.
+  mkdir -p "$WORK/cwd-good/img" "$WORK/cwd-bad/img"
+  cp "$(head -n 1 "$D/train.list")" "$WORK/cwd-good/img/alpha_0.png"
+  echo "not an image" > "$WORK/cwd-bad/img/alpha_0.png"
+  sed "s|^train=.*|train=$WORK/rel.list|" "$D/data.data" > "$WORK/rel.data"
+  for i in $(seq 24); do echo "img/alpha_0.png"; done > "$WORK/rel.list"
+  launch -np "$last" -wdir "$WORK/cwd-good" "${RUN[@]}" classifier train "$WORK/rel.data" "$c" : \
+         -np 1 -wdir "$WORK/cwd-bad" "${RUN[@]}" classifier train "$WORK/rel.data" "$c"
   expect_stop "an image one rank cannot load" "Cannot load image .*alpha_0.png"
   sed "s|^train=.*|train=$WORK/no-list|" "$D/data.data" > "$WORK/nolist.data"
   one_rank "${T[@]}" "$c" -- classifier train "$WORK/nolist.data" "$c"
-  expect_stop "a train list missing on one rank" "Couldn't open file: .*no-list: No such file or directory"
+  expect_stop "a train list missing on one rank" "nolist.data: cannot read its train list .*no-list: No such file or directory"
   ;;
 
 checkpoint)
