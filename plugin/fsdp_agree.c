@@ -189,28 +189,41 @@ static int train_list(const char *data, char *out, size_t n)
     return found;
 }
 
+/* Adds FILE's size and checksum to v[*n..]; an error naming it (and what
+ * names it) when it cannot be read. */
+static fsdp_status add_file(const char *file, const char *what, uint64_t *v, int *n)
+{
+    if (access(file, R_OK) != 0) return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read %s: %s", file, what, strerror(errno));
+    FSDP_TRY(fsdp_hash_file(file, &v[*n], &v[*n + 1]));
+    *n += 2;
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_agree_data(int argc, char **argv, uint64_t *hash, char *shown, size_t n)
 {
+    uint64_t v[6] = { 0 };
+    int nv = 0;
     *hash = 0;
     snprintf(shown, n, "none");
-    for (int i = 1; i < argc; ++i) {
+    for (int i = 1; i < argc && !nv; ++i) {
         size_t len = strlen(argv[i]);
-        uint64_t size, h, lsize = 0, lh = 0;
         if (len < 5 || strcmp(argv[i] + len - 5, ".data")) continue;
         snprintf(shown, n, "%s", argv[i]);
-        if (access(argv[i], R_OK) != 0)
-            return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read the data file: %s", argv[i], strerror(errno));
-        FSDP_TRY(fsdp_hash_file(argv[i], &size, &h));
+        FSDP_TRY(add_file(argv[i], "the data file", v, &nv));
         char list[4096];
         if (train_list(argv[i], list, sizeof list)) {
-            if (access(list, R_OK) != 0)
-                return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read its train list %s: %s", argv[i], list,
-                                 strerror(errno));
-            FSDP_TRY(fsdp_hash_file(list, &lsize, &lh));
+            char what[4200];
+            snprintf(what, sizeof what, "the train list %s names", argv[i]);
+            FSDP_TRY(add_file(list, what, v, &nv));
         }
-        uint64_t v[4] = { size, h, lsize, lh };
-        *hash = fsdp_hash(v, sizeof v) | 1;   /* never 0: "none" */
-        return FSDP_OK;
     }
+    /* rnn train's text. */
+    for (int i = 1; i + 1 < argc; ++i)
+        if (!strcmp(argv[i], "-file")) {
+            if (!nv) snprintf(shown, n, "%s", argv[i + 1]);
+            FSDP_TRY(add_file(argv[i + 1], "the -file text", v, &nv));
+            break;
+        }
+    if (nv) *hash = fsdp_hash(v, sizeof v) | 1;   /* never 0: "none" */
     return FSDP_OK;
 }

@@ -47,12 +47,13 @@ fsdp_status fsdp_agree_loaded(fsdp_backend *be, const fsdp_agree *a);
  * FSDP_ERR_MISMATCH. */
 fsdp_status fsdp_agree_network(fsdp_backend *be, const fsdp_agree *a, const network *net);
 
-/* The data file on the command line (the first argument ending in .data)
- * and the train list it names (`train=`): *hash a checksum of both files'
- * bytes, shown[0..n) the data file's name ("none" and 0: no such
- * argument).  Ranks given different lists would train on other samples
- * than one process would.  The images themselves are not read.  An error
- * naming the file when either cannot be read (a refusal on this rank). */
+/* The data files on the command line: the first argument ending in .data
+ * and the train list it names (`train=`), and rnn train's `-file` text:
+ * *hash a checksum of their bytes, shown[0..n) the first one's name ("none"
+ * and 0: none given).  Ranks given different lists would train on other
+ * samples than one process would.  The images a list names are not read.
+ * An error naming the file when one cannot be read (a refusal on this
+ * rank). */
 fsdp_status fsdp_agree_data(int argc, char **argv, uint64_t *hash, char *shown, size_t n);
 
 /* One command-line setting every rank must share: a flag's name and its

@@ -2,8 +2,8 @@
  *
  * A training command is exact on N ranks only when its loader hands each
  * rank its block of the global sample stream and its loop counts the global
- * batch (patches 0004, 0005, 0023, 0026): `classifier train`, `detector
- * train` and `regressor train`.
+ * batch (patches 0004, 0005, 0023, 0026, 0042): `classifier train`,
+ * `detector train`, `regressor train` and `rnn train`.
  * Every other training command would run on N ranks, but each rank would
  * draw its own samples from its own rand() and the weights would match no
  * single process: refused before any work, on every rank alike. */
@@ -14,6 +14,7 @@ static const char *const exact[][2] = {
     {"classifier", "train"},
     {"detector", "train"},
     {"regressor", "train"},
+    {"rnn", "train"},
 };
 
 /* Darknet's own global flags may precede the command; skip them. */
@@ -46,5 +47,5 @@ fsdp_status fsdp_check_command(int argc, char **argv, int world)
     if (c >= argc || s >= argc || !trains(argv[s]) || fsdp_command_trains_exactly(argc, argv)) return FSDP_OK;
     return fsdp_fail(FSDP_ERR_CONFIG, "'%s %s' cannot train exactly on %d ranks (its data loader and loop do "
                      "not split the global batch); run it as one process, or use 'classifier train', "
-                     "'detector train' or 'regressor train'", argv[c], argv[s], world);
+                     "'detector train', 'regressor train' or 'rnn train'", argv[c], argv[s], world);
 }

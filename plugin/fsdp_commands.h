@@ -8,8 +8,8 @@
  * batch; otherwise an error naming the command. */
 fsdp_status fsdp_check_command(int argc, char **argv, int world);
 /* Whether the command is one of those (`classifier train`, `detector
- * train`, `regressor train`): they build their one network with
- * load_network, so the network_built hook follows the build. */
+ * train`, `regressor train`, `rnn train`): they build their one network
+ * with load_network, so the network_built hook follows the build. */
 int fsdp_command_trains_exactly(int argc, char **argv);
 
 #endif

@@ -331,7 +331,7 @@ static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc,
         { "-fsdp-timeout", timeout_bits, f->timeout ? f->timeout : "(default)" },
         { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
-        { "the data file or its train list", data_hash, data },
+        { "the data file, its train list or the -file text", data_hash, data },
     };
     return fsdp_agree_start(mpi_started, local, list, (int)(sizeof list / sizeof list[0]));
 }

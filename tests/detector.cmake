@@ -8,3 +8,5 @@ fsdp_script_test(detector_yolov3_np3 test_detector.sh yolov3 3)
 fsdp_script_test(detector_frozen_random_np2 test_detector.sh frozen 2 random)
 fsdp_script_test(detector_refuse_np2 test_detector.sh refuse 2)
 fsdp_script_test(regressor_np2 test_detector.sh regressor 2)
+# `rnn train` (character streams) on N ranks against one process with N times the streams.
+fsdp_script_test(rnn_train_np2 test_rnn.sh 2)

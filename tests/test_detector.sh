@@ -188,7 +188,7 @@ case $case_name in
     images() { grep -o '[0-9]* images$' "$1" | tail -1; }
     equal_runs "regressor train" "$WORK/s.cfg" "$WORK/r.cfg" ;;
   refuse)
-    for c in "segmenter train" "rnn train" "yolo train" "tag train"; do
+    for c in "segmenter train" "cifar train" "yolo train" "tag train"; do
       set -- $c
       rc=0
       (cd "$D" && "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" $c "$D/data.data" "$S/cfg/tests/tiny.cfg" \

@@ -160,7 +160,7 @@ agree)
   sort -r "$D/train.list" > "$WORK/other.list"
   sed "s|^train=.*|train=$WORK/other.list|" "$D/data.data" > "$WORK/other.data"
   one_rank "${T[@]}" "$base" -- classifier train "$WORK/other.data" "$base"
-  expect_stop "another train list on one rank" "the data file or its train list differs between ranks"
+  expect_stop "another train list on one rank" "the data file, its train list or the -file text differs between ranks"
   ;;
 
 save)
@@ -214,7 +214,7 @@ save)
   expect_stop "an image one rank cannot load" "Cannot load image .*alpha_0.png"
   sed "s|^train=.*|train=$WORK/no-list|" "$D/data.data" > "$WORK/nolist.data"
   one_rank "${T[@]}" "$c" -- classifier train "$WORK/nolist.data" "$c"
-  expect_stop "a train list missing on one rank" "nolist.data: cannot read its train list .*no-list: No such file or directory"
+  expect_stop "a train list missing on one rank" "no-list: cannot read the train list .*nolist.data names: No such file or directory"
   ;;
 
 checkpoint)
