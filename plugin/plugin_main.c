@@ -19,6 +19,7 @@
 #include "fsdp_log.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
+#include "fsdp_stop.h"
 #include "fsdp_watch.h"
 #include "fsdp_weights.h"
 #ifdef GPU
@@ -140,6 +141,7 @@ static int h_save_end(void *c, network *net, const char *f)
     fsdp_status s = fsdp_bn_check_rolling(e, net);
     if (s == FSDP_OK && net == e->net && e->checkpoint) s = fsdp_ckpt_write(e, net, f);
     fsdp_status done = fsdp_on_save_end(e, net, f);
+    if (s == FSDP_OK && done == FSDP_OK && e->be->rank == 0) fsdp_stop_note_saved(f);
     return to_dn(s != FSDP_OK ? s : done);
 }
 static int h_loaded(void *c, network *net, const char *f)
@@ -277,8 +279,10 @@ static int h_step_logged(void *c, network *net, float *loss)
 {
     fsdp_engine *e = c;
     int r = h_step(c, net, loss);
-    if (r == DN_OK && net == e->net && e->be->rank == 0)
+    if (r == DN_OK && net == e->net && e->be->rank == 0) {
+        fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
         r = to_dn(fsdp_log_step(&train_log, net, *loss, bytes_moved(e)));
+    }
     return r;
 }
 
@@ -438,6 +442,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     engine.resume = flags.resume;
     if (s == FSDP_OK && flags.stats) engine.stats_path = strdup(flags.stats);
     if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&train_log, flags.log, be->world);
+    if (s == FSDP_OK && be->rank == 0 && mpi_started) fsdp_stop_install();
     if (s == FSDP_OK && be->world > 1) s = fsdp_watch_start(timeout_s, be->rank, describe_wait, &engine);
     if (s != FSDP_OK) {
         /* A refusal the ranks agreed on ends MPI in order; any later one

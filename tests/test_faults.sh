@@ -10,7 +10,8 @@
 #               Darknet's own errors on one rank during the run
 #   checkpoint  a killed rank and resume from the last complete save (bit for
 #               bit), *.tmp leftovers removed, corrupt or foreign shard files
-#   watchdog    a rank stopped with SIGSTOP: -fsdp-timeout stops the others
+#   watchdog    a rank stopped with SIGSTOP: -fsdp-timeout stops the others;
+#               mpirun given SIGINT or SIGTERM: rank 0 says what is on disk
 . "$(dirname "$0")/lib.sh"
 np=$1 part=$2
 D=$WORK/data
@@ -297,6 +298,32 @@ watchdog)
   expect_stop "a stopped rank: the others stop after -fsdp-timeout 3" \
     "rank [0-$((last - 1))]: .* \((group [^,]+, |root group, )?training step [0-9]+\) made no progress for [0-9]+ s \(-fsdp-timeout 3\)"
   check "stopped within 20 s of the stop (${took} ms)" [ "$took" -lt 20000 ]
+  # mpirun told to stop (^C; it sends the ranks SIGTERM): rank 0 says where
+  # the run was and which weights file is the last one written.  mpirun
+  # kills the ranks a second later and may drop a rank's last line while it
+  # tears the job down (about 1 run in 10 at 3 ranks on 2 cores): up to 3
+  # tries for the line, every try must stop.
+  said="fsdp: stopped by SIGTERM after step [0-9]+ of 100000; the last weights file written: .*/long_[0-9]+.weights"
+  for sig in INT TERM; do
+    for try in 1 2 3; do
+      prime
+      rm -f "$WORK"/pid.*
+      (cd "$D" && exec "${MPIRUN[@]}" -np "$np" "${RUN[@]}" classifier train "$D/data.data" "$c" \
+         > "$WORK/sig.log" 2>&1) & mp=$!
+      for i in $(seq 200); do [ -e "$D/backup/long_1.weights" ] && break; sleep 0.1; done
+      t1=$(date +%s%N)
+      kill -"$sig" "$mp"
+      for i in $(seq 200); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$mp" 2>/dev/null || true
+      rc=0; wait $mp || rc=$?
+      took=$(( ($(date +%s%N) - t1) / 1000000 ))
+      out=$(cat "$WORK/sig.log")
+      rm -f "$D/backup"/long_*
+      grep -qE -- "$said" <<< "$out" && break
+      [ "$rc" != 0 ] && ranks_gone || break   # a failure expect_stop reports
+    done
+    expect_stop "mpirun given SIG$sig: rank 0 names the step and the last weights file (try $try)" "$said"
+  done
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -1,0 +1,60 @@
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "fsdp_stop.h"
+
+/* Written in the main thread between steps, read by the handler: the
+ * handler only copies what is there (a message cut at a torn update is
+ * still a message). */
+static char step_text[96] = "before the first step";
+static char saved_text[1024] = "no weights file written yet";
+static const int stops[] = { SIGTERM, SIGINT, SIGHUP };
+
+static void put(const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void on_stop(int sig)
+{
+    put("fsdp: stopped by ");
+    put(sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP");
+    put(" ");
+    put(step_text);
+    put("; ");
+    put(saved_text);
+    put("\n");
+    /* The launcher forwards output on its own time and may be tearing
+     * the job down already: give it the line before the rank ends. */
+    struct timespec pause = { 0, 200 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void fsdp_stop_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; ++i) sigaction(stops[i], &sa, NULL);
+}
+
+void fsdp_stop_note_step(size_t step, size_t max_steps)
+{
+    snprintf(step_text, sizeof step_text, "after step %zu of %zu", step, max_steps);
+}
+
+void fsdp_stop_note_saved(const char *file)
+{
+    snprintf(saved_text, sizeof saved_text, "the last weights file written: %s", file);
+}
