@@ -10,3 +10,4 @@ fsdp_script_test(detector_refuse_np2 test_detector.sh refuse 2)
 fsdp_script_test(regressor_np2 test_detector.sh regressor 2)
 # `rnn train` (character streams) on N ranks against one process with N times the streams.
 fsdp_script_test(rnn_train_np2 test_rnn.sh 2)
+fsdp_script_test(rnn_train_bn_np2 test_rnn.sh 2 bn)

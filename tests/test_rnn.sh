@@ -5,9 +5,16 @@
 # runs byte-identical, and training moved the weights well beyond the
 # tolerance.  Resets (1 in 64 streams per step) happen over 40 steps of 4-8
 # streams, so the streams' global numbering is exercised.
-# usage: test_rnn.sh NP
+# With `bn`: batch norm in the [rnn] layer's three inner layers, synchronized
+# per time step over the ranks' streams, 3 steps at learning rate 0.01 (with
+# 8 rows per normalisation this net multiplies rounding differences about
+# tenfold per step: on another text 2e-8 after one step, 3e-6 after three,
+# 5e-4 after ten, between one process and two ranks).
+# usage: test_rnn.sh NP [bn]
 . "$(dirname "$0")/lib.sh"
 np=$1 b=4 tol=1e-4
+bn=0 steps=40 lr=0.1
+[ "${2:-}" = bn ] && bn=1 steps=3 lr=0.01
 T=$WORK/text.txt
 python3 - "$T" <<'PY'
 import random, sys
@@ -17,9 +24,9 @@ open(sys.argv[1], "w").write(" ".join(r.choice(words) for _ in range(4000)) + "\
 PY
 cfg() { # cfg OUT STREAMS [STRATEGY]
   printf '[net]\nsubdivisions=1\ninputs=256\nbatch=%s\ntime_steps=8\nmomentum=0.9\ndecay=0.001\n' "$2" > "$1"
-  printf 'max_batches=40\nlearning_rate=0.1\npolicy=constant\n' >> "$1"
+  printf 'max_batches=%s\nlearning_rate=%s\npolicy=constant\n' "$steps" "$lr" >> "$1"
   [ -n "${3:-}" ] && printf 'shard=%s\n' "$3" >> "$1"
-  printf '\n[rnn]\noutput=64\nhidden=64\nactivation=leaky\nshard_group=rnn\n' >> "$1"
+  printf '\n[rnn]\noutput=64\nhidden=64\nbatch_normalize=%s\nactivation=leaky\nshard_group=rnn\n' "$bn" >> "$1"
   printf '\n[connected]\noutput=256\nactivation=leaky\n\n[softmax]\n\n[cost]\ntype=sse\n' >> "$1"
 }
 # rnn OUT NP CFG [args]: NP=0 stock Darknet, one process; the final weights to OUT.
