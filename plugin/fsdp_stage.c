@@ -40,6 +40,9 @@ fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i)
     int nt = fsdp_layer_tensors(&net->layers[i], t);
     fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int k = 0; k < nt; ++k) {
+        if (!*t[k].data)
+            return fsdp_fail(FSDP_ERR_UNSUPPORTED, "layer %d: Darknet built it without the parameter array "
+                             "%d of %d the plugin expects", i, k + 1, nt);
         size_t lo, n = own_part(s, t[k].count, &lo);
         float *p = calloc(fsdp_stage_slice(t[k].count, s->world), sizeof *p);
         if (!p) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory keeping layer %d's parameters", i);

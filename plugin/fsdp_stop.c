@@ -40,6 +40,29 @@ static void on_stop(int sig)
     raise(sig);
 }
 
+static char crash_prefix[32] = "fsdp: ";
+static const int crashes[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+
+static void on_crash(int sig)
+{
+    put(crash_prefix);
+    put(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" :
+        sig == SIGILL ? "SIGILL" : "SIGABRT");
+    put(": this rank crashed; the launcher stops the others\n");
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void fsdp_stop_install_crash(int rank)
+{
+    snprintf(crash_prefix, sizeof crash_prefix, "fsdp: rank %d: ", rank);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_crash;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof crashes / sizeof crashes[0]; ++i) sigaction(crashes[i], &sa, NULL);
+}
+
 void fsdp_stop_install(void)
 {
     struct sigaction sa;

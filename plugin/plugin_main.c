@@ -418,6 +418,9 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
             return DN_ERR_RUNTIME;
         }
         mpi_started = 1;
+        int world_rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+        fsdp_stop_install_crash(world_rank);
     }
     main_thread = pthread_self();
     /* Each rank checks its own flags; then all agree, before any other

@@ -11,7 +11,8 @@
 #   checkpoint  a killed rank and resume from the last complete save (bit for
 #               bit), *.tmp leftovers removed, corrupt or foreign shard files
 #   watchdog    a rank stopped with SIGSTOP: -fsdp-timeout stops the others;
-#               mpirun given SIGINT or SIGTERM: rank 0 says what is on disk
+#               mpirun given SIGINT or SIGTERM: rank 0 says what is on disk;
+#               a rank crashes (SIGSEGV)
 . "$(dirname "$0")/lib.sh"
 np=$1 part=$2
 D=$WORK/data
@@ -324,6 +325,21 @@ watchdog)
     done
     expect_stop "mpirun given SIG$sig: rank 0 names the step and the last weights file (try $try)" "$said"
   done
+  # A crash of one rank (SIGSEGV): it says so and ends at once, whatever
+  # locks the crashing thread held; the launcher stops the others.
+  prime
+  rm -f "$WORK"/pid.*
+  (cd "$D" && exec timeout -k 5 "$BOUND" "${MPIRUN[@]}" -np "$np" "${RUN[@]}" classifier train "$D/data.data" "$c" \
+     > "$WORK/crash.log" 2>&1) & mp=$!
+  for i in $(seq 200); do [ -e "$D/backup/long_1.weights" ] && break; sleep 0.1; done
+  t1=$(date +%s%N)
+  kill -SEGV "$(cat "$WORK/pid.$last")"
+  rc=0; wait $mp || rc=$?
+  took=$(( ($(date +%s%N) - t1) / 1000000 ))
+  out=$(cat "$WORK/crash.log")
+  rm -f "$D/backup"/long_*
+  expect_stop "a rank crashes (SIGSEGV): it names itself, the others stop" "fsdp: rank $last: SIGSEGV: this rank crashed"
+  check "stopped within 20 s of the crash (${took} ms)" [ "$took" -lt 20000 ]
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
