@@ -154,6 +154,21 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     return s;
 }
 
+/* The group whose backward comes first stays gathered from its forward to
+ * its backward when only the root's own layers (the head, the loss) run in
+ * between: resharding it would gather the same bytes again at once.  Under
+ * reshard_after_forward=0 every group stays anyway. */
+static void keep_first_backward(fsdp_engine *e, const network *net)
+{
+    int first = -1;
+    for (int k = 1; k < e->ngroups; ++k)
+        if (e->groups[k].bwd_hi >= 0 && (first < 0 || e->groups[k].bwd_hi > e->groups[first].bwd_hi)) first = k;
+    if (first < 0) return;
+    for (int i = e->groups[first].info->span_last + 1; i < net->n; ++i)
+        if (e->plan.layer_group[i] != 0) return;
+    e->groups[first].keep_after_forward = 1;
+}
+
 /* Per layer, which group prefetch gathers next: in forward the group whose
  * span starts first after the layer, in backward the group with the highest
  * backward layer below it (the lowest-numbered group on a tie). */
@@ -210,6 +225,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
     fsdp_stage_free(&e->stage);
+    keep_first_backward(e, net);
     FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));

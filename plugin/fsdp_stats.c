@@ -14,14 +14,20 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void write_group(FILE *f, const fsdp_group *g)
+static void write_group(FILE *f, const fsdp_engine *e, const fsdp_group *g)
 {
     fputs("{\"name\": ", f);
     json_string(f, g->info->name);
     fputs(", \"layers\": [", f);
     for (int k = 0; k < g->info->nlayers; ++k) fprintf(f, "%s%d", k ? ", " : "", g->info->layers[k]);
+    fputs("], \"backward_layers\": [", f);
+    for (int k = 0, n = 0; k < g->info->nlayers; ++k)
+        if (e->plan.need_bwd[g->info->layers[k]]) fprintf(f, "%s%d", n++ ? ", " : "", g->info->layers[k]);
+    /* Gathered from its forward to its backward (the root; the group whose
+     * backward comes first; every group under reshard_after_forward=0). */
+    fprintf(f, "], \"stays_gathered\": %s", fsdp_group_keeps_train(g, 1) ? "true" : "false");
     size_t params = g->train.params + g->frozen.params;
-    fprintf(f, "], \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
+    fprintf(f, ", \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
             "\"needs_backward\": %s, \"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
             "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu, \"bn_all_reduce_bytes\": %llu}",
             params, g->train.params, g->frozen.params, params && !g->train.params ? "true" : "false",
@@ -46,7 +52,7 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
             e->be->world, fsdp_strategy_str(e->strategy), e->dbe ? e->dbe->name : e->be->name, e->steps);
     for (int g = 0; g < e->ngroups; ++g) {
         fputs(g ? ",\n  " : "\n  ", f);
-        write_group(f, &e->groups[g]);
+        write_group(f, e, &e->groups[g]);
     }
     fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
             "\"broadcast\": %llu, \"setup_all_gather\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"

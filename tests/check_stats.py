@@ -8,7 +8,9 @@ parameters worked out from the cfg by hand (see the cfg's comments) and 0/1
 flags.  Per step, for a group with trainable T and frozen F parameters,
 padded buffers of N*ceil(T/N) and N*ceil(F/N) floats:
   full:    all-gather of T's buffer in each forward (and again before backward
-           unless it is the root or reshard_after_forward=0); one reduce-scatter;
+           unless it is the root, reshard_after_forward=0, or the group whose
+           backward comes first when only root layers follow its span: it
+           stays gathered); one reduce-scatter;
            frozen F: one all-gather per forward, one more before backward only
            when a frozen layer of the group must pass deltas back.
   grad_op: one reduce-scatter and one all-gather of T's buffer.
@@ -88,11 +90,30 @@ def main():
     if sorted(seen_layers) != list(range(len(seen_layers))):
         bad.append("groups' layers are not every layer exactly once: %s" % sorted(seen_layers))
     got = {g["name"]: g for g in st["groups"]}
+    # The group whose backward comes first (its highest backward layer is the
+    # highest outside the root) stays gathered when every layer after its
+    # span (it and its descendants) is the root's own.
+    nlayers = len(seen_layers)
+    root_layers = set(got["(root)"]["layers"]) if "(root)" in got else set()
+    def span_last(name):
+        return max([l for g in st["groups"] if g["name"] == name or g["name"].startswith(name + ".")
+                    for l in g["layers"]] or [-1])
+    firsts = [g for g in st["groups"] if g["name"] != "(root)" and g.get("backward_layers")]
+    kept = None
+    if firsts:
+        first = max(firsts, key=lambda g: max(g["backward_layers"]))
+        if all(l in root_layers for l in range(span_last(first["name"]) + 1, nlayers)):
+            kept = first["name"]
+    for g in st["groups"]:
+        stays = bool(g.get("backward_layers")) and (g["name"] == "(root)" or not a.reshard or g["name"] == kept)
+        if g.get("stays_gathered") != stays:
+            bad.append("group %s: stays_gathered = %s, theory %s" % (g["name"], g.get("stays_gathered"), stays))
     totals = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
     for spec in a.groups:
         name, vals = spec.split("=")
         t, f, bwd, fbwd = (int(v) for v in vals.split(","))
-        exp = expected(a.world, a.strategy, a.steps, a.subdivisions, a.reshard, name, t, f, bwd, fbwd)
+        exp = expected(a.world, a.strategy, a.steps, a.subdivisions, 0 if name == kept else a.reshard,
+                       name, t, f, bwd, fbwd)
         g = got.get(name)
         if g is None:
             bad.append("group %s missing" % name)
