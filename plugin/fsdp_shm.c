@@ -132,16 +132,36 @@ static void sum_segments(const fsdp_shm *s, float *out, size_t at, size_t k)
     }
 }
 
+/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
+ * except this rank's own term, read from own[0..k) (which may be out
+ * itself: each block is summed aside before it is written). */
+static void sum_segments_own(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
+{
+    enum { BLOCK = 2048 };
+    float acc[BLOCK];
+    size_t h = (size_t)s->half * SHM_HALF_FLOATS + at;
+    for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
+        size_t b = min_size(BLOCK, k - j0);
+        for (int q = 0; q < s->world; ++q) {
+            const float *restrict in = q == s->rank ? own + j0 : s->seg[q] + h + j0;
+            if (q == 0) memcpy(acc, in, b * sizeof(float));
+            else for (size_t j = 0; j < b; ++j) acc[j] += in[j];
+        }
+        memcpy(out + j0, acc, b * sizeof(float));
+    }
+}
+
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)
 {
     size_t c = SHM_HALF_FLOATS / (size_t)s->world;
     for (size_t off = 0; off < n; off += c) {
         size_t k = min_size(c, n - off);
         float *mine = s->seg[s->rank] + (size_t)s->half * SHM_HALF_FLOATS;
-        /* In place, this chunk of shard is read here before it is written. */
-        for (int r = 0; r < s->world; ++r) memcpy(mine + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
+        /* The others' parts only: this rank adds its own straight from full. */
+        for (int r = 0; r < s->world; ++r)
+            if (r != s->rank) memcpy(mine + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
         FSDP_TRY(meet(s));
-        sum_segments(s, shard + off, (size_t)s->rank * k, k);
+        sum_segments_own(s, shard + off, full + (size_t)s->rank * n + off, (size_t)s->rank * k, k);
         s->half ^= 1;
     }
     return FSDP_OK;
