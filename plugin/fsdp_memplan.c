@@ -24,7 +24,7 @@ fsdp_status fsdp_memplan_warm_up(fsdp_backend *be)
     /* 512: past one of OpenBLAS's packing blocks in each dimension, a few
      * milliseconds of work. */
     enum { N = 512 };
-    size_t world = be ? (size_t)be->world : 1, n = FSDP_SHM_SEGMENT_FLOATS;
+    size_t world = be ? (size_t)be->world : 1, n = 2 * world * FSDP_SHM_PART_FLOATS;
     size_t floats = 3 * (size_t)N * N > world * n ? 3 * (size_t)N * N : world * n;
     float *a = calloc(floats + n, sizeof *a);
     if (!a) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory at start-up");

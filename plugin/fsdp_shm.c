@@ -13,10 +13,6 @@
 #include "fsdp_mpi.h"
 #include "fsdp_shm.h"
 
-/* Floats in one half of a segment: small enough that a round's copies and
- * sums stay in cache, large enough that a barrier per round costs little. */
-#define SHM_HALF_FLOATS (FSDP_SHM_SEGMENT_FLOATS / 2)
-
 struct fsdp_shm {
     MPI_Comm node;     /* every rank of the backend's communicator, same order */
     MPI_Win win;
@@ -24,6 +20,13 @@ struct fsdp_shm {
     float **seg;       /* each rank's segment, mapped in this process */
     int half;          /* the half the next round writes */
 };
+
+/* A part (FSDP_SHM_PART_FLOATS) is small enough that a round's copies and
+ * sums stay in cache, large enough that a barrier per round costs little;
+ * a half holds one part per rank, so a reduce-scatter (whose input holds
+ * every rank's part) takes as few rounds as an all-gather of the same
+ * shard. */
+static size_t half_floats(const fsdp_shm *s) { return FSDP_SHM_PART_FLOATS * (size_t)s->world; }
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -47,7 +50,7 @@ static fsdp_status map_segments(fsdp_shm *s)
 {
     float *base = NULL;
     mpiCheck(MPI_Comm_set_errhandler(s->node, MPI_ERRORS_RETURN));
-    mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(2 * SHM_HALF_FLOATS * sizeof(float)), sizeof(float),
+    mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(2 * half_floats(s) * sizeof(float)), sizeof(float),
                                      MPI_INFO_NULL, s->node, &base, &s->win));
     for (int q = 0; q < s->world; ++q) {
         MPI_Aint size;
@@ -120,7 +123,7 @@ static fsdp_status meet(fsdp_shm *s)
 static void sum_segments(const fsdp_shm *s, float *out, size_t at, size_t k)
 {
     enum { BLOCK = 2048 };
-    size_t h = (size_t)s->half * SHM_HALF_FLOATS + at;
+    size_t h = (size_t)s->half * half_floats(s) + at;
     for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
         size_t b = min_size(BLOCK, k - j0);
         float *restrict o = out + j0;
@@ -139,7 +142,7 @@ static void sum_segments_own(const fsdp_shm *s, float *out, const float *own, si
 {
     enum { BLOCK = 2048 };
     float acc[BLOCK];
-    size_t h = (size_t)s->half * SHM_HALF_FLOATS + at;
+    size_t h = (size_t)s->half * half_floats(s) + at;
     for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
         size_t b = min_size(BLOCK, k - j0);
         for (int q = 0; q < s->world; ++q) {
@@ -153,10 +156,10 @@ static void sum_segments_own(const fsdp_shm *s, float *out, const float *own, si
 
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)
 {
-    size_t c = SHM_HALF_FLOATS / (size_t)s->world;
+    size_t c = FSDP_SHM_PART_FLOATS;
     for (size_t off = 0; off < n; off += c) {
         size_t k = min_size(c, n - off);
-        float *mine = s->seg[s->rank] + (size_t)s->half * SHM_HALF_FLOATS;
+        float *mine = s->seg[s->rank] + (size_t)s->half * half_floats(s);
         /* The others' parts only: this rank adds its own straight from full. */
         for (int r = 0; r < s->world; ++r)
             if (r != s->rank) memcpy(mine + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
@@ -169,9 +172,9 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
 
 fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n)
 {
-    size_t c = SHM_HALF_FLOATS;
+    size_t c = FSDP_SHM_PART_FLOATS;
     for (size_t off = 0; off < n; off += c) {
-        size_t k = min_size(c, n - off), h = (size_t)s->half * SHM_HALF_FLOATS;
+        size_t k = min_size(c, n - off), h = (size_t)s->half * half_floats(s);
         memcpy(s->seg[s->rank] + h, shard + off, k * sizeof(float));
         FSDP_TRY(meet(s));
         /* In place, this rank's own part is copied onto itself: the same floats. */
@@ -183,9 +186,9 @@ fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, si
 
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
 {
-    for (size_t off = 0; off < count; off += SHM_HALF_FLOATS) {
-        size_t k = min_size(SHM_HALF_FLOATS, count - off);
-        size_t h = (size_t)s->half * SHM_HALF_FLOATS;
+    for (size_t off = 0; off < count; off += FSDP_SHM_PART_FLOATS) {
+        size_t k = min_size(FSDP_SHM_PART_FLOATS, count - off);
+        size_t h = (size_t)s->half * half_floats(s);
         memcpy(s->seg[s->rank] + h, buf + off, k * sizeof(float));
         FSDP_TRY(meet(s));
         /* Reduce this rank's part into buf (its input is safe in the

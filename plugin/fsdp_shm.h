@@ -19,9 +19,10 @@
 
 typedef struct fsdp_shm fsdp_shm;
 
-/* Floats each rank's segment holds (two halves, written in turn): a
- * collective of this many floats per rank touches all of it. */
-#define FSDP_SHM_SEGMENT_FLOATS ((size_t)1 << 17)
+/* A round moves at most this many floats of each rank's part; a rank's
+ * segment holds two halves (written in turn) of world parts each, so a
+ * reduce-scatter of 2 * world parts per rank touches all of it. */
+#define FSDP_SHM_PART_FLOATS ((size_t)1 << 16)
 
 /* Collective over comm.  *out = NULL (and FSDP_OK) where the path does not
  * apply: ranks on several nodes, a world of one, or FSDP_SHM=0. */
