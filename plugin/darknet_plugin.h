@@ -85,8 +85,8 @@ typedef struct dn_hooks {
     /* Around the whole update; DN_BEFORE may return DN_SKIP, which skips
      * every layer's own update (the per-layer hooks still run). */
     int (*update)(void *ctx, network *net, dn_when when, update_args *a);
-    /* After train_network: the loss Darknet will report, which the hook may
-     * replace (e.g. by its mean over ranks). */
+    /* After train_network (and each step of rnn train): the loss Darknet
+     * will report, which the hook may replace (e.g. by its mean over ranks). */
     int (*train_step)(void *ctx, network *net, float *loss);
     /* After load_weights read `file` into net. */
     int (*weights_loaded)(void *ctx, network *net, const char *file);
