@@ -23,12 +23,6 @@ static size_t own_part(const fsdp_stage *s, size_t count, size_t *lo)
 fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i)
 {
     if (!s->enabled) return FSDP_OK;
-    if (net->gpu_index >= 0) {
-        /* GPU runs compute from the *_gpu twins Darknet fills from its host
-         * arrays as it builds and loads: those stay whole. */
-        s->enabled = 0;
-        return FSDP_OK;
-    }
     if (!s->layers) {
         s->layers = calloc((size_t)net->n, sizeof *s->layers);
         if (!s->layers) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory building layer %d", i);
@@ -51,6 +45,16 @@ fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i)
         free(*t[k].data);
         free(*t[k].grad);
         *t[k].data = *t[k].grad = NULL;
+#ifdef GPU
+        /* GPU runs: the device twins Darknet made go too; loading's
+         * push_*_layer then skips them (patch 0044) and setup copies the
+         * host values gathered back into the device shards. */
+        if (net->gpu_index >= 0) {
+            cuda_free(*t[k].data_gpu);
+            cuda_free(*t[k].grad_gpu);
+            *t[k].data_gpu = *t[k].grad_gpu = NULL;
+        }
+#endif
     }
     L->state = FSDP_STAGE_SLICED;
     return FSDP_OK;

@@ -3,11 +3,12 @@
  *
  * Darknet allocates and initialises a layer's parameters as it parses the
  * layer, long before the groups (which need every layer's size) exist.  On
- * N host ranks of a training command every rank runs the same constructors
+ * N ranks of a training command every rank runs the same constructors
  * (with -seed, the same floats as one process) and, as each layer is built,
  * keeps only its slice of each tensor, [r*q, (r+1)*q) with q = ceil(c/N)
- * (zero-padded), freeing Darknet's array at once: no rank ever holds more
- * than its slices plus the one layer being built.
+ * (zero-padded), freeing Darknet's array at once (on GPU runs its device
+ * twin too): no rank ever holds more than its slices plus the one layer
+ * being built.
  *
  * Loading a weights file gives each layer full arrays for its read, one
  * layer at a time: this rank's slice is copied in first and is all it
@@ -56,8 +57,8 @@ static inline size_t fsdp_stage_slice(size_t count, int world)
 }
 
 /* layer_built: keep layer i's slices, free Darknet's parameter arrays (and
- * Adam's moments, which the engine keeps sharded).  No-op unless enabled
- * and the network computes on the host. */
+ * Adam's moments, which the engine keeps sharded; on GPU runs the device
+ * twins too).  No-op unless enabled. */
 fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i);
 /* load_layer DN_BEFORE / DN_AFTER: SLICED -> LOADING -> SLICED. */
 fsdp_status fsdp_stage_load_begin(fsdp_stage *s, network *net, int i);
