@@ -2,12 +2,16 @@
 #include <string.h>
 #include "fsdp_stage.h"
 
-/* Layer i's tensors, checked against what was staged: the list must not
- * change between the layer's build and its load or take-back. */
-static fsdp_status tensors(fsdp_stage *s, network *net, int i, fsdp_tensor *t, int *nt)
+/* *yes: layer i is in state `want`; then its tensors in t[0..*nt), checked
+ * against what was staged (the list must not change between the layer's
+ * build and its load or take-back). */
+static fsdp_status in_state(fsdp_stage *s, network *net, int i, fsdp_stage_state want, fsdp_tensor *t, int *nt,
+                            int *yes)
 {
+    *yes = i >= 0 && i < s->nlayers && s->layers[i].state == want;
+    if (!*yes) return FSDP_OK;
     *nt = fsdp_layer_tensors(&net->layers[i], t);
-    if (i < 0 || i >= s->nlayers || *nt != s->layers[i].nt)
+    if (*nt != s->layers[i].nt)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "layer %d: its parameter tensors changed after it was built", i);
     return FSDP_OK;
 }
@@ -62,11 +66,11 @@ fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i)
 
 fsdp_status fsdp_stage_load_begin(fsdp_stage *s, network *net, int i)
 {
-    if (i < 0 || i >= s->nlayers || s->layers[i].state != FSDP_STAGE_SLICED) return FSDP_OK;
-    fsdp_stage_layer *L = &s->layers[i];
     fsdp_tensor t[FSDP_MAX_TENSORS];
-    int nt;
-    FSDP_TRY(tensors(s, net, i, t, &nt));
+    int nt, yes;
+    FSDP_TRY(in_state(s, net, i, FSDP_STAGE_SLICED, t, &nt, &yes));
+    if (!yes) return FSDP_OK;
+    fsdp_stage_layer *L = &s->layers[i];
     for (int k = 0; k < nt; ++k) {
         size_t lo, n = own_part(s, t[k].count, &lo);
         float *p = calloc(t[k].count, sizeof *p);
@@ -80,11 +84,11 @@ fsdp_status fsdp_stage_load_begin(fsdp_stage *s, network *net, int i)
 
 fsdp_status fsdp_stage_load_end(fsdp_stage *s, network *net, int i)
 {
-    if (i < 0 || i >= s->nlayers || s->layers[i].state != FSDP_STAGE_LOADING) return FSDP_OK;
-    fsdp_stage_layer *L = &s->layers[i];
     fsdp_tensor t[FSDP_MAX_TENSORS];
-    int nt;
-    FSDP_TRY(tensors(s, net, i, t, &nt));
+    int nt, yes;
+    FSDP_TRY(in_state(s, net, i, FSDP_STAGE_LOADING, t, &nt, &yes));
+    if (!yes) return FSDP_OK;
+    fsdp_stage_layer *L = &s->layers[i];
     for (int k = 0; k < nt; ++k) {
         size_t lo, n = own_part(s, t[k].count, &lo);
         if (n) memcpy(L->slice[k], *t[k].data + lo, n * sizeof(float));
@@ -97,11 +101,11 @@ fsdp_status fsdp_stage_load_end(fsdp_stage *s, network *net, int i)
 
 fsdp_status fsdp_stage_take_back(fsdp_stage *s, fsdp_backend *be, network *net, int i)
 {
-    if (i < 0 || i >= s->nlayers || s->layers[i].state != FSDP_STAGE_SLICED) return FSDP_OK;
-    fsdp_stage_layer *L = &s->layers[i];
     fsdp_tensor t[FSDP_MAX_TENSORS];
-    int nt;
-    FSDP_TRY(tensors(s, net, i, t, &nt));
+    int nt, yes;
+    FSDP_TRY(in_state(s, net, i, FSDP_STAGE_SLICED, t, &nt, &yes));
+    if (!yes) return FSDP_OK;
+    fsdp_stage_layer *L = &s->layers[i];
     for (int k = 0; k < nt; ++k) {
         size_t q = fsdp_stage_slice(t[k].count, s->world);
         float *full = malloc((size_t)s->world * q * sizeof *full);
@@ -118,11 +122,6 @@ fsdp_status fsdp_stage_take_back(fsdp_stage *s, fsdp_backend *be, network *net, 
     }
     L->state = FSDP_STAGE_GATHERED;
     return FSDP_OK;
-}
-
-int fsdp_stage_agreed(const fsdp_stage *s, int i)
-{
-    return i >= 0 && i < s->nlayers && s->layers[i].state == FSDP_STAGE_GATHERED;
 }
 
 void fsdp_stage_free(fsdp_stage *s)

@@ -67,8 +67,6 @@ fsdp_status fsdp_stage_load_end(fsdp_stage *s, network *net, int i);
  * rank's slices (a collective: every rank calls it for the same layers in
  * the same order).  No-op in any other state. */
 fsdp_status fsdp_stage_take_back(fsdp_stage *s, fsdp_backend *be, network *net, int i);
-/* GATHERED: layer i's values are the same on every rank. */
-int fsdp_stage_agreed(const fsdp_stage *s, int i);
 void fsdp_stage_free(fsdp_stage *s);
 
 #endif
