@@ -91,13 +91,18 @@ static void restore(void)
 
 static void stopped(void)
 {
-    char num[16], *p = num + sizeof num;
+    /* One write: the launcher merges every rank's stderr, and a line
+     * written in pieces can come out cut by another rank's. */
+    static const char head[] = "fsdp: rank ", tail_text[] = " stopped while starting; its last lines on stderr:\n";
+    char line[sizeof head + 16 + sizeof tail_text], num[16], *p = num + sizeof num;
     unsigned r = (unsigned)rank_no;
     *--p = 0;
     do *--p = (char)('0' + r % 10); while ((r /= 10) && p > num);
-    put_str("fsdp: rank ");
-    put_str(p);
-    put_str(" stopped while starting; its last lines on stderr:\n");
+    size_t n = 0, k;
+    memcpy(line + n, head, k = sizeof head - 1), n += k;
+    memcpy(line + n, p, k = strlen(p)), n += k;
+    memcpy(line + n, tail_text, k = sizeof tail_text - 1), n += k;
+    put(line, n);
     pass_on(3);
 }
 

@@ -12,26 +12,33 @@ static char step_text[96] = "before the first step";
 static char saved_text[1024] = "no weights file written yet";
 static const int stops[] = { SIGTERM, SIGINT, SIGHUP };
 
-static void put(const char *s)
+/* Writes the pieces as one line with one write: the launcher merges every
+ * rank's stderr, and a line written in pieces can come out cut by another
+ * rank's. */
+static void put_line(const char *const *piece, int n)
 {
-    size_t n = strlen(s);
-    while (n > 0) {
-        ssize_t w = write(2, s, n);
+    char line[1280];
+    size_t len = 0;
+    for (int i = 0; i < n; ++i) {
+        size_t k = strlen(piece[i]);
+        if (k > sizeof line - 1 - len) k = sizeof line - 1 - len;
+        memcpy(line + len, piece[i], k);
+        len += k;
+    }
+    line[len++] = '\n';
+    for (const char *s = line; len > 0;) {
+        ssize_t w = write(2, s, len);
         if (w <= 0) return;
         s += w;
-        n -= (size_t)w;
+        len -= (size_t)w;
     }
 }
 
 static void on_stop(int sig)
 {
-    put("fsdp: stopped by ");
-    put(sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP");
-    put(" ");
-    put(step_text);
-    put("; ");
-    put(saved_text);
-    put("\n");
+    const char *piece[] = { "fsdp: stopped by ", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
+                            " ", step_text, "; ", saved_text };
+    put_line(piece, 6);
     /* The launcher forwards output on its own time and may be tearing
      * the job down already: give it the line before the rank ends. */
     struct timespec pause = { 0, 200 * 1000 * 1000 };
@@ -45,10 +52,10 @@ static const int crashes[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
 
 static void on_crash(int sig)
 {
-    put(crash_prefix);
-    put(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" :
-        sig == SIGILL ? "SIGILL" : "SIGABRT");
-    put(": this rank crashed; the launcher stops the others\n");
+    const char *piece[] = { crash_prefix, sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" :
+                            sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT",
+                            ": this rank crashed; the launcher stops the others" };
+    put_line(piece, 3);
     signal(sig, SIG_DFL);
     raise(sig);
 }
