@@ -118,27 +118,10 @@ static fsdp_status meet(fsdp_shm *s)
 }
 
 /* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
- * a block at a time: the block of out stays in the first-level cache while
- * every rank's part is added, so each input float is read once. */
-static void sum_segments(const fsdp_shm *s, float *out, size_t at, size_t k)
-{
-    enum { BLOCK = 2048 };
-    size_t h = (size_t)s->half * half_floats(s) + at;
-    for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
-        size_t b = min_size(BLOCK, k - j0);
-        float *restrict o = out + j0;
-        memcpy(o, s->seg[0] + h + j0, b * sizeof(float));
-        for (int q = 1; q < s->world; ++q) {
-            const float *restrict in = s->seg[q] + h + j0;
-            for (size_t j = 0; j < b; ++j) o[j] += in[j];
-        }
-    }
-}
-
-/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
  * except this rank's own term, read from own[0..k) (which may be out
- * itself: each block is summed aside before it is written). */
-static void sum_segments_own(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
+ * itself: each block is summed aside, in the first-level cache, before it
+ * is written, so each input float is read once). */
+static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
 {
     enum { BLOCK = 2048 };
     float acc[BLOCK];
@@ -164,7 +147,7 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
         for (int r = 0; r < s->world; ++r)
             if (r != s->rank) memcpy(mine + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
         FSDP_TRY(meet(s));
-        sum_segments_own(s, shard + off, full + (size_t)s->rank * n + off, (size_t)s->rank * k, k);
+        sum_segments(s, shard + off, full + (size_t)s->rank * n + off, (size_t)s->rank * k, k);
         s->half ^= 1;
     }
     return FSDP_OK;
@@ -191,10 +174,11 @@ fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
         size_t h = (size_t)s->half * half_floats(s);
         memcpy(s->seg[s->rank] + h, buf + off, k * sizeof(float));
         FSDP_TRY(meet(s));
-        /* Reduce this rank's part into buf (its input is safe in the
-         * segment), then publish the sum in the segment for the others. */
+        /* Reduce this rank's part into buf (its own term read from buf
+         * before the block is written), then publish the sum in the
+         * segment for the others. */
         size_t lo = k * (size_t)s->rank / (size_t)s->world, hi = k * (size_t)(s->rank + 1) / (size_t)s->world;
-        sum_segments(s, buf + off + lo, lo, hi - lo);
+        sum_segments(s, buf + off + lo, buf + off + lo, lo, hi - lo);
         memcpy(s->seg[s->rank] + h + lo, buf + off + lo, (hi - lo) * sizeof(float));
         FSDP_TRY(meet(s));
         for (int q = 0; q < s->world; ++q) {
