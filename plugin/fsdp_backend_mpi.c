@@ -261,6 +261,22 @@ static void mpib_destroy(fsdp_backend *b)
     free(b);
 }
 
+static fsdp_status mpib_node_alloc(fsdp_backend *b, size_t count, float **out)
+{
+    return fsdp_shm_region(((mpib_ctx *)b->ctx)->shm, count, out);
+}
+
+static fsdp_status mpib_node_sync(fsdp_backend *b)
+{
+    return fsdp_shm_sync(((mpib_ctx *)b->ctx)->shm);
+}
+
+static fsdp_status mpib_node_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n,
+                                            size_t stride)
+{
+    return fsdp_shm_reduce_scatter_node(((mpib_ctx *)b->ctx)->shm, full, shard, n, stride);
+}
+
 static const fsdp_backend mpib_ops = {
     .name = "mpi",
     .mem = FSDP_MEM_HOST,
@@ -286,6 +302,11 @@ static fsdp_status mpib_open(fsdp_backend *b)
     mpiCheck(MPI_Comm_size(c->comm, &b->world));
     FSDP_TRY(fsdp_shm_open(c->comm, &c->shm));
     b->starts_block = c->shm != NULL;
+    if (c->shm) {
+        b->node_alloc = mpib_node_alloc;
+        b->node_sync = mpib_node_sync;
+        b->node_reduce_scatter = mpib_node_reduce_scatter;
+    }
     return FSDP_OK;
 }
 

@@ -104,6 +104,11 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
             return error(c, file, line, "shard_prefetch=%s: expected 0 or 1", val);
         return 1;
     }
+    if (!strcmp(key, "shard_node_shared")) {
+        if (!parse_bool(val, &c->node_shared))
+            return error(c, file, line, "shard_node_shared=%s: expected 0 or 1", val);
+        return 1;
+    }
     if (!strcmp(key, "sync_bn")) {
         if (!parse_bool(val, &c->sync_bn))
             return error(c, file, line, "sync_bn=%s: expected 0 or 1%s", val, "");

@@ -438,6 +438,7 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
             s = fill(e, net, set, i, b, &mine, host);
             if (s == FSDP_OK) s = fsdp_mem_from_host(&e->mem, buf[b], host, mine.n);
         }
+        fsdp_flat_own_written(&e->flat, f);
     }
     free(host);
     return s;

@@ -82,8 +82,8 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     uint64_t h = 1469598103934665603ull;
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
-    int v[6] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
-                 (int)e->mem.align, e->cfg.sync_bn };
+    int v[7] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
+                 (int)e->mem.align, e->cfg.sync_bn, e->cfg.node_shared };
     h = fnv(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };
@@ -154,6 +154,44 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     return s;
 }
 
+/* shard_node_shared=1: every sharded flat moves into one region of node
+ * memory, each rank copying in its own parts.  Only for `full` on host
+ * memory where the backend maps node memory (every rank on one machine);
+ * elsewhere rank 0 says why it is off. */
+static fsdp_status share_node(fsdp_engine *e)
+{
+    if (!e->cfg.node_shared) return FSDP_OK;
+    const char *why = e->strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
+                      : e->be->world == 1 ? "a world of one gathers nothing"
+                      : e->mem.device ? "GPU runs keep parameters in device memory"
+                      : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
+                      : NULL;
+    if (why) {
+        if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
+        return FSDP_OK;
+    }
+    size_t total = 0, slot = 0;
+    for (int g = 0; g < e->ngroups; ++g) {
+        total += e->groups[g].train.nfull + e->groups[g].frozen.nfull;
+        if (e->groups[g].train.nfull > slot) slot = e->groups[g].train.nfull;
+    }
+    float *base, *slots;
+    FSDP_TRY(e->dbe->node_alloc(e->dbe, total, &base));
+    FSDP_TRY(e->dbe->node_alloc(e->dbe, slot * (size_t)e->be->world, &slots));
+    size_t at = 0;
+    for (int g = 0; g < e->ngroups; ++g) {
+        fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
+        for (int k = 0; k < 2; ++k) {
+            if (!fl[k]->nt) continue;
+            FSDP_TRY(fsdp_flat_move_to_node(&e->flat, fl[k], base + at));
+            at += fl[k]->nfull;
+        }
+    }
+    e->node = (fsdp_node){ .on = 1, .stale = 1, .grad_slots = slots, .slot_floats = slot };   /* the first gather syncs */
+    e->node_bytes = (total + slot * (size_t)e->be->world) * sizeof(float);
+    return FSDP_OK;
+}
+
 /* The group whose backward comes first stays gathered from its forward to
  * its backward when only the root's own layers (the head, the loss) run in
  * between: resharding it would gather the same bytes again at once.  Under
@@ -219,12 +257,13 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait && !e->dbe->starts_block;
     e->ngroups = e->plan.ngroups;
     /* A staged build gathers every layer from the same slices on every rank. */
-    e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled };
+    e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled, &e->node };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     if (!e->groups) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
     fsdp_stage_free(&e->stage);
+    FSDP_TRY(share_node(e));
     keep_first_backward(e, net);
     FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
@@ -245,11 +284,13 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                 "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->strategy), e->ngroups,
                 trainable, frozen, e->model_state_bytes / 1e6);
         const fsdp_mem_prediction *m = &e->predicted;
+        char node_note[64] = "";
+        if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);
         if (m->peak)
             fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
-                    "largest of building %.1f, sharding %.1f, and model state %.1f + step buffers %.1f\n",
+                    "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f\n",
                     m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
-                    m->model_state / 1e6, m->step_buffers / 1e6);
+                    m->model_state / 1e6, node_note, m->step_buffers / 1e6);
     }
     return FSDP_OK;
 }
@@ -331,6 +372,7 @@ static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args
         fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
                         grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
     }
+    fsdp_flat_own_written(&e->flat, f);
     fsdp_flat_grad_spent(&e->flat, f);
     if (e->strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
@@ -452,7 +494,11 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
                          a->batch, a->t, e->step_args.learning_rate, e->step_args.batch, e->step_args.t);
     FSDP_TRY(settle_reduce(e, a));
     /* Groups backward never reached (below stopbackward) still decay and
-     * move with their momentum, as in Darknet. */
+     * move with their momentum, as in Darknet.  Node-shared ones wait until
+     * every rank is past its forward: no reduce-scatter tells them. */
+    int late = 0;
+    for (int k = 0; k < e->ngroups; ++k) late |= !e->groups[k].updated && e->groups[k].train.in_node;
+    if (late) FSDP_TRY(e->dbe->node_sync(e->dbe));
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];
         if (!g->updated) FSDP_TRY(update_group(e, g, a));

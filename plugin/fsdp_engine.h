@@ -74,6 +74,8 @@ typedef struct fsdp_engine {
     int steps;
     uint64_t faults_first_step, faults_last_step;   /* minor page faults at the end of step 1 and of the last */
     int prefetch;            /* shard_prefetch=1 and the backend can start collectives */
+    fsdp_node node;          /* shard_node_shared=1 in effect when node.on (fsdp_flat.h) */
+    size_t node_bytes;       /* node memory every rank maps: parameters and gradient slots */
     fsdp_group *rs_inflight; /* the group whose reduce-scatter is not yet waited for */
     int args_set;            /* step_args holds this update's arguments */
     update_args step_args;   /* as update_network will pass them, computed in backward */

@@ -152,7 +152,9 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
         point(f, NULL);
         point_grad(f, NULL);
     }
-    if (f->own_in_full) {
+    if (f->in_node) {
+        /* Node memory lives as long as the backend. */
+    } else if (f->own_in_full) {
         fsdp_mem_free(c->mem, f->full);   /* a replica holding own */
     } else {
         if (f->full != f->own) {
@@ -162,7 +164,8 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
         fsdp_mem_free(c->mem, f->own);
     }
     fsdp_mem_give(c->mem, f->gown);
-    fsdp_mem_give(c->mem, f->grad);
+    if (f->grad_in_node) c->node->slot_busy = 0;
+    else fsdp_mem_give(c->mem, f->grad);
     fsdp_mem_give(c->mem, f->save_grad);
     fsdp_mem_give(c->mem, f->pending);
     free(f->t);
@@ -175,10 +178,28 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
     memset(f, 0, sizeof *f);
 }
 
+fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *node)
+{
+    if (!f->nt || !f->kind.sharded || f->state != FSDP_FLAT_SHARDED)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "only a sharded flat between uses moves to node memory");
+    float *mine = node + (size_t)c->be->rank * f->shard;
+    memcpy(mine, f->own, f->shard * sizeof(float));
+    fsdp_mem_free(c->mem, f->own);
+    f->own = mine;
+    f->node = node;
+    f->in_node = 1;
+    return FSDP_OK;
+}
+
+void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f)
+{
+    if (f->in_node) c->node->stale = 1;
+}
+
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !c->dbe->all_gather_start ||
-        c->dbe->starts_block)
+        c->dbe->starts_block || f->in_node)
         return FSDP_OK;
     f->pending = fsdp_mem_take(c->mem, f->nfull, 0);
     if (!f->pending) return FSDP_ERR_NOMEM;
@@ -196,6 +217,13 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
         f->pending = NULL;
     } else if (c->be->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
+    } else if (f->in_node) {
+        if (c->node->stale) FSDP_TRY(c->dbe->node_sync(c->dbe));
+        c->node->stale = 0;
+        f->full = f->node;
+        f->state = FSDP_FLAT_GATHERED;
+        point(f, f->full);
+        return FSDP_OK;     /* nothing moved */
     } else {
         f->full = fsdp_mem_take(c->mem, f->nfull, 0);
         if (!f->full) return FSDP_ERR_NOMEM;
@@ -211,7 +239,7 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->kind.sharded || f->state != FSDP_FLAT_GATHERED) return;  /* replicated parameters stay */
     point(f, NULL);
-    if (f->full != f->own) fsdp_mem_give(c->mem, f->full);
+    if (f->full != f->own && !f->in_node) fsdp_mem_give(c->mem, f->full);
     f->full = NULL;
     f->state = FSDP_FLAT_SHARDED;
 }
@@ -220,7 +248,15 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt) return FSDP_OK;
     if (f->grad_state == FSDP_GRAD_NONE) {
-        if (!f->grad_in_m) {
+        fsdp_node *n = c->node;
+        if (f->grad_in_m) {
+            /* no buffer */
+        } else if (n->on && f->kind.sharded && !n->slot_busy && f->nfull <= n->slot_floats) {
+            f->grad = n->grad_slots + (size_t)c->be->rank * n->slot_floats;
+            memset(f->grad, 0, f->nfull * sizeof(float));
+            f->grad_in_node = 1;
+            n->slot_busy = 1;
+        } else {
             f->grad = fsdp_mem_take(c->mem, f->nfull, 1);
             if (!f->grad) return FSDP_ERR_NOMEM;
         }
@@ -259,6 +295,14 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     if (!f->gown) {
         fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
+    }
+    if (f->grad_in_node) {
+        /* Each rank sums its part straight from every rank's slot; the slot
+         * is free again once every rank has read it. */
+        fsdp_status s = c->dbe->node_reduce_scatter(c->dbe, full, f->gown, f->shard, c->node->slot_floats);
+        f->grad_in_node = 0;
+        c->node->slot_busy = 0;
+        return s;
     }
     if (c->dbe->reduce_scatter_start && !c->dbe->starts_block) {
         /* Overlaps the backward of the groups below; the full gradient

@@ -9,6 +9,16 @@
  *              yet waited for; the layers' pointers are still NULL.
  *   GATHERED   `full` holds every rank's part and the layers point into it.
  *              A replicated flat (not `sharded`) is GATHERED for life.
+ * A node-shared flat (`in_node`, shard_node_shared=1) keeps the whole
+ * buffer once per machine, in memory every rank maps (`node`); `own` is
+ * this rank's part of it.  Gathering moves nothing: it points the layers
+ * at `node`, after a node_sync when any rank wrote its part since the last
+ * one (the ranks' updates and checkpoint loads mark node->stale).  A rank
+ * writes its part only after a collective every rank reaches once done
+ * reading the group: the group's reduce-scatter, or the update's sync.
+ * Its gradient, too, accumulates in node memory when this rank's slot is
+ * free (`grad_in_node`; one group at a time under subdivisions=1): the
+ * reduce-scatter then sums each rank's part straight from every slot.
  * Gradients (trainable flats) are in one of four:
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
@@ -34,12 +44,22 @@
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
 
+/* Node memory the ranks of one machine share (shard_node_shared=1). */
+typedef struct fsdp_node {
+    int on;
+    int stale;            /* a rank wrote node-shared parameters since the last node_sync */
+    float *grad_slots;    /* one slot per rank, rank r's at r * slot_floats */
+    size_t slot_floats;   /* the largest trainable flat's full buffer */
+    int slot_busy;        /* a flat accumulates its gradient in this rank's slot */
+} fsdp_node;
+
 /* What a flat needs from the engine: where buffers live and who moves them. */
 typedef struct fsdp_flat_ctx {
     const fsdp_mem_ctx *mem;
     fsdp_backend *be;    /* host collectives (setup's broadcast); rank and world */
     fsdp_backend *dbe;   /* collectives on the flat's buffers (be, or a device backend) */
     int values_agreed;   /* Darknet's arrays hold the same values on every rank (fsdp_stage.h): no broadcast */
+    fsdp_node *node;     /* always set; node->on only under shard_node_shared=1 */
 } fsdp_flat_ctx;
 
 /* How a flat is kept. */
@@ -79,9 +99,12 @@ typedef struct fsdp_flat {
     int own_in_full;     /* own points into the replicated full buffer (grad_op, none) */
     float *own;          /* this rank's parameters (shard, or the replica) */
     float *full;         /* gathered parameters (GATHERED) */
+    int in_node;         /* the full buffer lives in node memory: `node` */
+    float *node;
     float *pending;      /* the all-gather's destination (GATHERING), ticket gather_ticket */
     int gather_ticket;
     float *grad;         /* full-size gradient (ACCUMULATING) */
+    int grad_in_node;    /* grad is this rank's slot of node memory */
     float *rs_source;    /* what a reduce-scatter in flight reads (REDUCING), ticket rs_ticket */
     int rs_ticket;
     float *gown;         /* reduced gradient for own (REDUCING: being written; REDUCED) */
@@ -103,6 +126,13 @@ typedef struct fsdp_flat {
 fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tensor *t, int nt,
                             fsdp_flat_kind kind);
 void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f);
+
+/* A sharded flat moves its parameters into node memory (`node`: nfull
+ * floats every rank maps; this rank copies in its own part).  Collective
+ * only in that every rank moves the same flats; the caller syncs after. */
+fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *node);
+/* This rank wrote its own part (an optimizer step, a checkpoint load). */
+void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f);
 
 /* SHARDED -> GATHERING: starts the all-gather without making Darknet's
  * stream wait (prefetch).  No-op where the backend cannot start

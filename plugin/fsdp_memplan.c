@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -166,6 +167,8 @@ typedef struct sim_flat {
     size_t gather;      /* bytes an unshard takes (0: replicated, or a world of one) */
     size_t grad;        /* bytes grad_point takes (0: none, or into the momentum) */
     size_t gown;        /* bytes the reduce takes for this rank's part (0: the full buffer is kept) */
+    int slot_fits;      /* its gradient may take the node's gradient slot */
+    int in_slot;
     int gathered;
     sim_buf full, gradbuf, gownbuf, rs;
 } sim_flat;
@@ -178,6 +181,7 @@ typedef struct sim {
     int async_rs;       /* the backend starts reduce-scatters */
     int async_ag;       /* ... and all-gathers (prefetch) */
     sim_flat *rs_inflight;
+    int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
 } sim;
 
 static void take(sim *s, sim_buf *b, size_t bytes)
@@ -237,6 +241,12 @@ static void sim_finish_reduce(sim *s)
  * one), and once reduced the optimizer steps the group and gives it back. */
 static void sim_reduce(sim *s, sim_flat *f)
 {
+    if (f->in_slot) {
+        take(s, &f->gownbuf, f->gown);   /* summed straight from the slots, stepped at once */
+        give(s, &f->gownbuf);
+        f->in_slot = s->slot_busy = 0;
+        return;
+    }
     if (!f->gradbuf.cap) return;
     if (!f->gown) {
         give(s, &f->gradbuf);   /* reduced in place (none, a world of one), stepped at once */
@@ -280,7 +290,13 @@ static void sim_step(sim *s, const network *net)
             if (i == g->bwd_hi) {
                 sim_unshard(s, t);
                 if (g->frozen_bwd) sim_unshard(s, fr);
-                if (!t->gradbuf.cap && !t->gownbuf.cap) take(s, &t->gradbuf, t->grad);
+                if (t->gradbuf.cap || t->gownbuf.cap || t->in_slot) {
+                    /* accumulating since an earlier micro-batch */
+                } else if (t->slot_fits && t->grad && !s->slot_busy) {
+                    t->in_slot = s->slot_busy = 1;
+                } else {
+                    take(s, &t->gradbuf, t->grad);
+                }
                 if (e->prefetch && e->reshard) sim_prefetch(s, e->next_backward[i], 1);
             }
             if (i == g->bwd_lo) {
@@ -317,7 +333,8 @@ static size_t step_buffers(const fsdp_engine *e, const network *net)
             const fsdp_flat *f = fl[j];
             sim_flat *sf = &s.f[2 * k + j];
             if (!f->nt) continue;
-            sf->gather = f->kind.sharded && world > 1 ? f->nfull * sizeof(float) : 0;
+            sf->gather = f->kind.sharded && world > 1 && !f->in_node ? f->nfull * sizeof(float) : 0;
+            sf->slot_fits = f->in_node && f->nfull <= e->node.slot_floats;
             sf->gathered = !sf->gather;
             if (!f->kind.state || f->grad_in_m) continue;
             sf->grad = f->nfull * sizeof(float);
@@ -331,6 +348,53 @@ static size_t step_buffers(const fsdp_engine *e, const network *net)
     return s.pool.footprint;
 }
 
+/* Of every other rank's gradient slot, rank r sums the parts [r * shard,
+ * (r + 1) * shard) of each trainable flat: their union's floats, as pieces
+ * [lo, hi) from the lowest point not yet counted to the end of an interval
+ * holding it. */
+static size_t slot_parts_read(const fsdp_engine *e, int r)
+{
+    size_t parts = 0, upto = 0;
+    for (;;) {
+        size_t lo = SIZE_MAX, hi = 0;
+        for (int g = 0; g < e->ngroups; ++g) {
+            const fsdp_flat *f = &e->groups[g].train;
+            if (!f->in_node || f->nfull > e->node.slot_floats) continue;
+            size_t a = (size_t)r * f->shard, b = a + f->shard, from = a > upto ? a : upto;
+            if (b > upto && from < lo) {
+                lo = from;
+                hi = b;
+            }
+        }
+        if (lo == SIZE_MAX) return parts;
+        parts += hi - lo;
+        upto = hi;
+    }
+}
+
+/* Node memory a rank maps and touches beyond its own parts (which the
+ * model state counts), for the rank that touches most: every parameter
+ * (forward reads them all), its own gradient slot, and the parts of the
+ * other ranks' slots it sums. */
+static size_t node_resident(const fsdp_engine *e)
+{
+    if (!e->node.on) return 0;
+    size_t params = 0, own = 0, parts = 0;
+    for (int g = 0; g < e->ngroups; ++g) {
+        const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
+        for (int k = 0; k < 2; ++k) {
+            if (!fl[k]->in_node) continue;
+            params += fl[k]->nfull;
+            own += fl[k]->shard;
+        }
+    }
+    for (int r = 0; r < e->be->world; ++r) {
+        size_t p = slot_parts_read(e, r);
+        if (p > parts) parts = p;
+    }
+    return (params - own + e->node.slot_floats + (size_t)(e->be->world - 1) * parts) * sizeof(float);
+}
+
 void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, fsdp_mem_prediction *out)
 {
     out->fixed = fixed;
@@ -338,7 +402,8 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed
     build_and_setup(e, net, &out->build, &out->setup);
     out->model_state = e->model_state_bytes;
     out->step_buffers = step_buffers(e, net);
-    size_t step = out->model_state + out->step_buffers, most = out->build;
+    out->node_shared = node_resident(e);
+    size_t step = out->model_state + out->node_shared + out->step_buffers, most = out->build;
     if (out->setup > most) most = out->setup;
     if (step > most) most = step;
     out->peak = fixed + out->activations + most;

@@ -33,7 +33,8 @@ typedef struct fsdp_mem_prediction {
     size_t setup;          /* peak while sharding them */
     size_t model_state;
     size_t step_buffers;   /* the most one step holds at once beyond the model state */
-    size_t peak;           /* fixed + activations + max(build, setup, model_state + step_buffers) */
+    size_t node_shared;    /* shard_node_shared=1: node memory it maps beyond its own parts */
+    size_t peak;           /* fixed + activations + max(build, setup, model_state + node_shared + step_buffers) */
 } fsdp_mem_prediction;
 
 /* The process's resident bytes now (0 where /proc is missing). */

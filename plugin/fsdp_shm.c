@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include "fsdp_mpi.h"
 #include "fsdp_shm.h"
 
@@ -18,7 +19,10 @@ struct fsdp_shm {
     MPI_Win win;
     int rank, world;
     float **seg;       /* each rank's segment, mapped in this process */
+    const float **rows; /* world terms of a sum, in rank order (scratch) */
     int half;          /* the half the next round writes */
+    MPI_Win region[FSDP_SHM_REGIONS];   /* fsdp_shm_region's, freed with the rest */
+    int nregions;
 };
 
 /* A part (FSDP_SHM_PART_FLOATS) is small enough that a round's copies and
@@ -36,6 +40,10 @@ void fsdp_shm_close(fsdp_shm *s)
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (!finalized) {
+        for (int k = 0; k < s->nregions; ++k) {
+            MPI_Win_unlock_all(s->region[k]);
+            MPI_Win_free(&s->region[k]);
+        }
         if (s->win != MPI_WIN_NULL) {
             MPI_Win_unlock_all(s->win);
             MPI_Win_free(&s->win);
@@ -43,6 +51,7 @@ void fsdp_shm_close(fsdp_shm *s)
         if (s->node != MPI_COMM_NULL) MPI_Comm_free(&s->node);
     }
     free(s->seg);
+    free(s->rows);
     free(s);
 }
 
@@ -92,7 +101,8 @@ fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
         /* A window this MPI cannot make (no shared-memory support, a full
          * /dev/shm) is no reason to stop: MPI's own collectives remain. */
         s->seg = calloc((size_t)world, sizeof *s->seg);
-        int ok = s->seg && map_segments(s) == FSDP_OK;
+        s->rows = calloc((size_t)world, sizeof *s->rows);
+        int ok = s->seg && s->rows && map_segments(s) == FSDP_OK;
         if ((err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
             st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
         else if (!ok) {
@@ -108,33 +118,101 @@ fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
     return FSDP_OK;
 }
 
-/* Every rank's writes to its segment are visible to all after this. */
+/* Every rank's writes to its segment (and to the regions) are visible to
+ * all after this. */
 static fsdp_status meet(fsdp_shm *s)
 {
     mpiCheck(MPI_Win_sync(s->win));
+    for (int k = 0; k < s->nregions; ++k) mpiCheck(MPI_Win_sync(s->region[k]));
     mpiCheck(MPI_Barrier(s->node));
     mpiCheck(MPI_Win_sync(s->win));
+    for (int k = 0; k < s->nregions; ++k) mpiCheck(MPI_Win_sync(s->region[k]));
     return FSDP_OK;
 }
 
-/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
- * except this rank's own term, read from own[0..k) (which may be out
- * itself: each block is summed aside, in the first-level cache, before it
- * is written, so each input float is read once). */
-static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
+fsdp_status fsdp_shm_sync(fsdp_shm *s)
+{
+    return meet(s);
+}
+
+/* Whether the directory backing shared windows has room for `bytes` (a
+ * full tmpfs would kill the process touching a page with SIGBUS). */
+static int room_for(size_t bytes, char *why, size_t len)
+{
+    struct statvfs v;
+    const char *dir = "/dev/shm";
+    if (statvfs(dir, &v) != 0) return 1;   /* another backing: MPI decides */
+    unsigned long long free_bytes = (unsigned long long)v.f_bavail * v.f_frsize;
+    if (free_bytes >= bytes + ((size_t)64 << 20)) return 1;
+    snprintf(why, len, "%s has %.0f MB free, and it needs %.0f MB (and 64 MB to spare)", dir,
+             free_bytes / 1e6, bytes / 1e6);
+    return 0;
+}
+
+fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out)
+{
+    *out = NULL;
+    char why[160] = "";
+    int ok = s->nregions < FSDP_SHM_REGIONS;
+    if (!ok) snprintf(why, sizeof why, "more than %d regions", FSDP_SHM_REGIONS);
+    if (ok && s->rank == 0) ok = room_for(count * sizeof(float), why, sizeof why);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->node));
+    if (!ok)
+        return fsdp_fail(FSDP_ERR_NOMEM, "no shared memory for %.0f MB of node-shared parameters: %s",
+                         count * sizeof(float) / 1e6, why[0] ? why : "(see rank 0)");
+    /* All of it in rank 0's part: one contiguous region at one offset.
+     * Pages belong to the rank that first touches them (each its own
+     * shards), not to rank 0. */
+    float *base = NULL;
+    MPI_Win win;
+    MPI_Aint size = s->rank == 0 ? (MPI_Aint)(count * sizeof(float)) : 0;
+    mpiCheck(MPI_Win_allocate_shared(size, sizeof(float), MPI_INFO_NULL, s->node, &base, &win));
+    MPI_Aint got;
+    int unit;
+    mpiCheck(MPI_Win_shared_query(win, 0, &got, &unit, &base));
+    mpiCheck(MPI_Win_lock_all(MPI_MODE_NOCHECK, win));
+    s->region[s->nregions++] = win;
+    *out = base;
+    return FSDP_OK;
+}
+
+/* out[0..k) = in[0][0..k) + in[1][0..k) + ..., in that order; out may be
+ * in[q] for this rank's own q (each block is summed aside, in the
+ * first-level cache, before it is written, so each input float is read
+ * once). */
+static void sum_rows(float *out, const float *const *in, int nin, size_t k)
 {
     enum { BLOCK = 2048 };
     float acc[BLOCK];
-    size_t h = (size_t)s->half * half_floats(s) + at;
     for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
         size_t b = min_size(BLOCK, k - j0);
-        for (int q = 0; q < s->world; ++q) {
-            const float *restrict in = q == s->rank ? own + j0 : s->seg[q] + h + j0;
-            if (q == 0) memcpy(acc, in, b * sizeof(float));
-            else for (size_t j = 0; j < b; ++j) acc[j] += in[j];
+        memcpy(acc, in[0] + j0, b * sizeof(float));
+        for (int q = 1; q < nin; ++q) {
+            const float *restrict x = in[q] + j0;
+            for (size_t j = 0; j < b; ++j) acc[j] += x[j];
         }
         memcpy(out + j0, acc, b * sizeof(float));
     }
+}
+
+/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
+ * except this rank's own term, read from own[0..k) (which may be out). */
+static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
+{
+    const float **in = s->rows;
+    size_t h = (size_t)s->half * half_floats(s) + at;
+    for (int q = 0; q < s->world; ++q) in[q] = q == s->rank ? own : s->seg[q] + h;
+    sum_rows(out, in, s->world, k);
+}
+
+fsdp_status fsdp_shm_reduce_scatter_node(fsdp_shm *s, const float *full, float *shard, size_t n, size_t stride)
+{
+    FSDP_TRY(meet(s));   /* every rank's gradient is complete */
+    const float **in = s->rows;
+    for (int q = 0; q < s->world; ++q)
+        in[q] = full + ((ptrdiff_t)q - s->rank) * (ptrdiff_t)stride + (ptrdiff_t)s->rank * (ptrdiff_t)n;
+    sum_rows(shard, in, s->world, n);
+    return meet(s);      /* ... and read by all: the slot may be zeroed again */
 }
 
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)

@@ -39,4 +39,19 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
 /* buf = sum over ranks of buf, in place, the same floats on every rank. */
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count);
 
+/* Node-shared memory (shard_node_shared=1): `count` floats that every rank
+ * of the node maps, at its own address; collective.  It lives until
+ * fsdp_shm_close.  Refused (FSDP_ERR_NOMEM, on every rank) where /dev/shm
+ * has no room for it. */
+#define FSDP_SHM_REGIONS 4
+fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out);
+/* Every rank's stores to its segment and the regions before it are
+ * visible to every rank after it (a barrier). */
+fsdp_status fsdp_shm_sync(fsdp_shm *s);
+/* shard = sum over ranks q, in rank order, of rank q's full buffer's part
+ * of this rank, where `full` is in a region and rank q's full buffer
+ * starts at full + (q - rank) * stride.  No copy in; returns once every
+ * rank has read this rank's buffer. */
+fsdp_status fsdp_shm_reduce_scatter_node(fsdp_shm *s, const float *full, float *shard, size_t n, size_t stride);
+
 #endif

@@ -57,17 +57,17 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
     fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
             "\"broadcast\": %llu, \"setup_all_gather\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"
             " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n"
-            " \"model_state_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
+            " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
             " \"step_buffers_bytes\": %zu, \"predicted_peak_bytes\": %zu,\n"
             " \"predicted\": {\"fixed\": %zu, \"activations\": %zu, \"build\": %zu, \"setup\": %zu, "
-            "\"model_state\": %zu, \"step_buffers\": %zu}}\n",
+            "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu}}\n",
             (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
             (unsigned long long)e->bytes_bcast, (unsigned long long)e->stage.gather_bytes, (unsigned long long)e->bytes_ckpt,
-            (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ, e->model_state_bytes,
+            (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ, e->model_state_bytes, e->node_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull,
             e->steps > 1 ? (double)(e->faults_last_step - e->faults_first_step) / (e->steps - 1) : 0.0,
             e->pool.footprint, e->predicted.peak, e->predicted.fixed, e->predicted.activations, e->predicted.build,
-            e->predicted.setup, e->predicted.model_state, e->predicted.step_buffers);
+            e->predicted.setup, e->predicted.model_state, e->predicted.node_shared, e->predicted.step_buffers);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {

@@ -2,7 +2,8 @@
 """Checks an -fsdp-stats file against the communication theory of docs/DESIGN.md.
 
 usage: check_stats.py STATS --world N --strategy S --steps K [--subdivisions D]
-                      [--reshard 0|1] [--sync-bn 0|1] [--bn NAME=CHANNELS]... GROUP...
+                      [--reshard 0|1] [--sync-bn 0|1] [--bn NAME=CHANNELS]... [--node-shared 0|1]
+                      GROUP...
 GROUP is NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_BACKWARD with counts of
 parameters worked out from the cfg by hand (see the cfg's comments) and 0/1
 flags.  Per step, for a group with trainable T and frozen F parameters,
@@ -15,6 +16,10 @@ padded buffers of N*ceil(T/N) and N*ceil(F/N) floats:
            when a frozen layer of the group must pass deltas back.
   grad_op: one reduce-scatter and one all-gather of T's buffer.
   none:    one all-reduce of T floats.
+shard_node_shared=1 (--node-shared 1) under full with N > 1: every buffer
+lives once in node memory, so gathers move nothing (all-gather 0 bytes, no
+backward gathers), and node_shared_bytes is the sum of the padded buffers
+plus N gradient slots of the largest trainable buffer; otherwise 0.
 Synchronized batch norm (any strategy): a group whose trainable batch-norm
 layers have CHANNELS channels in all (--bn; 0 when not given) all-reduces
 4 * CHANNELS floats per micro-batch (mean and variance in forward,
@@ -30,7 +35,7 @@ def ceil_div(a, b):
     return (a + b - 1) // b
 
 
-def expected(world, strategy, steps, sd, reshard, name, t, f, bwd, fbwd):
+def expected(world, strategy, steps, sd, reshard, node, name, t, f, bwd, fbwd):
     tb = world * ceil_div(t, world) * 4 if t else 0
     fb = world * ceil_div(f, world) * 4 if f else 0
     root = name == "(root)"
@@ -45,6 +50,8 @@ def expected(world, strategy, steps, sd, reshard, name, t, f, bwd, fbwd):
                 ag += size * sd
                 gathers += sd
         rs = tb if bwd else 0
+        if node and world > 1:
+            ag = gathers = 0
     elif strategy == "grad_op":
         ag, rs = tb, (tb if bwd else 0)
     else:
@@ -64,6 +71,7 @@ def main():
     ap.add_argument("--reshard", type=int, default=1)
     ap.add_argument("--sync-bn", type=int, default=1)
     ap.add_argument("--bn", action="append", default=[], metavar="NAME=CHANNELS")
+    ap.add_argument("--node-shared", type=int, default=0)
     ap.add_argument("groups", nargs="+")
     a = ap.parse_args()
     st = json.load(open(a.stats))
@@ -109,11 +117,17 @@ def main():
         if g.get("stays_gathered") != stays:
             bad.append("group %s: stays_gathered = %s, theory %s" % (g["name"], g.get("stays_gathered"), stays))
     totals = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
+    node = a.node_shared and a.strategy == "full" and a.world > 1
+    node_bytes = slot = 0
     for spec in a.groups:
         name, vals = spec.split("=")
         t, f, bwd, fbwd = (int(v) for v in vals.split(","))
         exp = expected(a.world, a.strategy, a.steps, a.subdivisions, 0 if name == kept else a.reshard,
-                       name, t, f, bwd, fbwd)
+                       node, name, t, f, bwd, fbwd)
+        if node:
+            padded = [a.world * ceil_div(x, a.world) * 4 for x in (t, f)]
+            node_bytes += sum(padded)
+            slot = max(slot, padded[0])
         g = got.get(name)
         if g is None:
             bad.append("group %s missing" % name)
@@ -126,6 +140,9 @@ def main():
     for k, v in totals.items():
         if st["bytes"][k] != v:
             bad.append("total %s = %s, theory %s" % (k, st["bytes"][k], v))
+    node_bytes += a.world * slot
+    if st.get("node_shared_bytes") != node_bytes:
+        bad.append("node_shared_bytes = %s, theory %s" % (st.get("node_shared_bytes"), node_bytes))
     bn = {k: int(v) for k, v in (spec.split("=") for spec in a.bn)}
     sync = a.sync_bn and a.world > 1
     bn_total = 0

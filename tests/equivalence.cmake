@@ -24,3 +24,11 @@ set(FSDP_TCP_ENV ${FSDP_TEST_ENV} FSDP_SHM=0 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_
 fsdp_script_test(equiv_tcp_tiny_np2 test_equivalence.sh tiny 2)
 fsdp_script_test(equiv_tcp_residual_prefetch_np3 test_equivalence.sh residual 3 prefetch)
 set_tests_properties(equiv_tcp_tiny_np2 equiv_tcp_residual_prefetch_np3 PROPERTIES ENVIRONMENT "${FSDP_TCP_ENV}")
+
+# shard_node_shared=1: parameters and the gradient slots in node memory,
+# gathers that move nothing, reduce-scatters summed straight from the slots
+# (subdiv2: a second group's gradient takes a pooled buffer while the first
+# holds the slot).
+fsdp_script_test(equiv_node_tiny_np2 test_equivalence.sh tiny 2 node)
+fsdp_script_test(equiv_node_residual_subdiv2_np3 test_equivalence.sh residual 3 subdiv2 node)
+fsdp_script_test(equiv_node_adam_np4 test_equivalence.sh residual 4 adam node)

@@ -545,6 +545,45 @@ static void check_tickets(suite *t)
                    FSDP_ERR_UNSUPPORTED, "never issued");
 }
 
+/* Node memory (shard_node_shared=1): a region every rank maps; after
+ * node_sync each rank reads the others' writes; node_reduce_scatter from
+ * one slot per rank (rank q's at q * stride, an odd stride) gives the very
+ * floats of reduce_scatter, on values whose sum depends on its order. */
+static void check_node(suite *t)
+{
+    fsdp_backend *b = t->b;
+    int world = b->world, rank = b->rank;
+    size_t most = plain_sizes[COUNT(plain_sizes) - 1], stride = (size_t)world * most + 5;
+    float *slots = NULL;
+    t->checks++;
+    if (b->node_alloc(b, stride * (size_t)world, &slots) != FSDP_OK || !slots) {
+        mismatch(t, "node_alloc", stride * (size_t)world, 0, 0, 1);
+        return;
+    }
+    float *mine = slots + (size_t)rank * stride;
+    for (size_t j = 0; j < stride; j++) mine[j] = (float)rank + 0.5f;
+    must(t, b->node_sync(b), "node_sync", stride);
+    for (int q = 0; q < world; q++) {
+        float want = (float)q + 0.5f;
+        const float *theirs = slots + (size_t)q * stride;
+        t->checks++;
+        if (theirs[0] != want || theirs[stride - 1] != want) mismatch(t, "node_sync (a rank's writes)", stride, 0, theirs[0], want);
+    }
+    must(t, b->node_sync(b), "node_sync", 0);   /* all read before the slots change */
+    for (size_t k = 0; k < COUNT(plain_sizes); k++) {
+        size_t n = plain_sizes[k], full_n = (size_t)world * n;
+        float *full = alloc(full_n + 1, sizeof(float)), *want = alloc(n + 1, sizeof(float)),
+              *got = alloc(n + 1, sizeof(float));
+        for (size_t j = 0; j < full_n; j++) full[j] = mine[j] = 0.1f * (float)(j % 977) / (float)(rank + 3) + 1e-3f * (float)rank;
+        must(t, b->reduce_scatter(b, full, want, n), "reduce_scatter", n);
+        must(t, b->node_reduce_scatter(b, mine, got, n, stride), "node_reduce_scatter", n);
+        expect_floats(t, "node_reduce_scatter", n, got, want, n);
+        free(full);
+        free(want);
+        free(got);
+    }
+}
+
 static int run_suite(fsdp_backend *b, const char *label, int async, const size_t *sizes,
                      size_t count)
 {
@@ -609,6 +648,18 @@ static int run_mpi_suites(int *checked_world)
         failures++;
     }
     failures += run_suite(b, "mpi", 0, plain_sizes, COUNT(plain_sizes));
+    if ((b->node_alloc != NULL) != want_shm) {
+        fprintf(stderr, "FAIL mpi: node memory %s, expected %s\n", b->node_alloc ? "offered" : "not offered",
+                want_shm ? "offered" : "not");
+        failures++;
+    } else if (b->node_alloc) {
+        suite t = { .b = b };
+        snprintf(t.label, sizeof t.label, "mpi node memory");
+        check_node(&t);
+        if (b->rank == 0) printf("%-22s world=%d node_alloc, node_sync, node_reduce_scatter; %d checks\n",
+                                 t.label, b->world, t.checks);
+        failures += t.failures;
+    }
     failures += run_suite(b, "mpi started", 1, plain_sizes, COUNT(plain_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 1000);
     failures += run_suite(b, "mpi chunk<=1000", 0, chunk_sizes, COUNT(chunk_sizes));

@@ -2,8 +2,9 @@
 # N ranks with cfg batch b against one process with batch N*b, same seed:
 # weights files equal to float tolerance (header included), for each
 # strategy; and the stats file's bytes equal to the theory.
-# usage: test_equivalence.sh CFG NP [adam] [subdiv2] [prefetch] [keep]
-#   prefetch: shard_prefetch=1; keep: reshard_after_forward=0
+# usage: test_equivalence.sh CFG NP [adam] [subdiv2] [prefetch] [keep] [node]
+#   prefetch: shard_prefetch=1; keep: reshard_after_forward=0;
+#   node: shard_node_shared=1 (grad_op and none run with it off, as rank 0 says)
 . "$(dirname "$0")/lib.sh"
 name=$1 np=$2
 shift 2
@@ -33,13 +34,15 @@ variant_cfg() {
   case " $variants " in *" subdiv2 "*) sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((batch * 2))/" "$out" ;; esac
   case " $variants " in *" prefetch "*) sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$out" ;; esac
   case " $variants " in *" keep "*) sed -i 's/^\[net\]$/[net]\nreshard_after_forward=0/' "$out" ;; esac
+  case " $variants " in *" node "*) sed -i 's/^\[net\]$/[net]\nshard_node_shared=1/' "$out" ;; esac
   [ "$name" = auto ] && sed -i 's/^\[net\]$/[net]\nshard_auto_group=500/' "$out"
   [ -n "$strategy" ] && sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$out"
   return 0
 }
 case " $variants " in *" subdiv2 "*) sd=2 ;; esac
-reshard=1
+reshard=1 node=0
 case " $variants " in *" keep "*) reshard=0 ;; esac
+case " $variants " in *" node "*) node=1 ;; esac
 
 ref_cfg=$WORK/ref.cfg
 variant_cfg "$ref_cfg" $((b * np))
@@ -66,7 +69,11 @@ for strategy in full grad_op none; do
     "$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4
   check "$np ranks, shard=$strategy: bytes in the stats file equal the theory" \
     python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world "$np" --strategy "$strategy" \
-      --steps "$steps" --subdivisions "$sd" --reshard "$reshard" "${groups[@]}"
+      --steps "$steps" --subdivisions "$sd" --reshard "$reshard" --node-shared "$node" "${groups[@]}"
+  if [ "$node" = 1 ] && [ "$strategy" != full ] && [ "$np" -gt 1 ]; then
+    check "$np ranks, shard=$strategy: rank 0 says shard_node_shared=1 is off" \
+      grep -q "fsdp: shard_node_shared=1 is off: it applies to shard=full" "$WORK/$strategy.w.err"
+  fi
   check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
     [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
 done

@@ -3,13 +3,15 @@
 # N ranks against one process with an N-times batch; frozen floats
 # bit-identical to the start; stats: no reduce-scatter and no backward gather
 # for groups that need no backward.
-# usage: test_frozen.sh CASE NP [STEPS] [prefetch] [grad_op|none] [memcheck]
+# usage: test_frozen.sh CASE NP [STEPS] [prefetch] [grad_op|none] [node] [memcheck]
+#   node: shard_node_shared=1
 . "$(dirname "$0")/lib.sh"
 case_name=$1 np=$2 steps=${3:-3}
 opts=" ${*:4} "
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
-b=4 sd=1 strategy=full
+b=4 sd=1 strategy=full node=0
+case $opts in *" node "*) node=1 ;; esac
 case $opts in *" grad_op "*) strategy=grad_op ;; *" none "*) strategy=none ;; esac
 
 net() { # net BATCH EXTRA...: the [net] section
@@ -107,11 +109,12 @@ make_cfg() { # make_cfg OUT BATCH
   if [ "$sd" = 2 ]; then sed -i "s/^subdivisions=1/subdivisions=2/; s/^batch=.*/batch=$(($2 * 2))/" "$1"; fi
   sed -i "s/^\[net\]$/[net]\nshard=$strategy/" "$1"
   case $opts in *" prefetch "*) sed -i 's/^\[net\]$/[net]\nshard_prefetch=1/' "$1" ;; esac
+  if [ "$node" = 1 ]; then sed -i 's/^\[net\]$/[net]\nshard_node_shared=1/' "$1"; fi
 }
 
 # The starting point: weights from one stock step of the cfg without plugin keys.
 make_cfg "$WORK/init.cfg" "$b"
-sed -i '/^frozen=\|^shard_group=\|^shard=\|^stopbackward=/d; s/^max_batches=.*/max_batches=1/' "$WORK/init.cfg"
+sed -i '/^frozen=\|^shard_group=\|^shard=\|^shard_node_shared=\|^stopbackward=/d; s/^max_batches=.*/max_batches=1/' "$WORK/init.cfg"
 train "$WORK/init.w" "$D/data.data" "$WORK/init.cfg" -seed 3
 
 make_cfg "$WORK/probe.cfg" $((b * np))
@@ -155,7 +158,7 @@ if train_np "$WORK/np.w" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 9 -clear -
   check "$np ranks: frozen floats bit-identical to the start" "$WDIFF" "$WORK/init.w" "$WORK/np.w" --exact --floats "$lo:$hi"
   check "$np ranks: stats bytes equal the theory (no reduce-scatter, no backward gather where no backward)" \
     python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy "$strategy" --steps "$steps" \
-      --subdivisions "$sd" "${groups[@]}"
+      --subdivisions "$sd" --node-shared "$node" "${groups[@]}"
 else
   fail "$np ranks ran"
 fi

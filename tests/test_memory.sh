@@ -4,7 +4,9 @@
 # network whose model state dominates, at worlds 1-4, for each strategy and
 # for a frozen trunk.  Per run: every rank's peak RSS (/usr/bin/time) within
 # [0.85, 1.10] x the prediction; the step buffers the pool measured equal the
-# replayed schedule's; the model state per rank equal the theory.
+# replayed schedule's; the model state per rank equal the theory.  Under
+# shard_node_shared=1 (`full-node`) a rank's RSS counts the node memory it
+# maps, which the prediction adds (node_shared).
 # usage: test_memory.sh NP...
 . "$(dirname "$0")/lib.sh"
 D=$WORK/data
@@ -13,7 +15,8 @@ P=$(( 3072 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 3 + 3 ))   # parame
 cfg() { # cfg OUT SHARD FROZEN: 3 connected layers of 2048 in groups a, b, c, then the head
   {
     printf '[net]\nbatch=2\nsubdivisions=1\nwidth=32\nheight=32\nchannels=3\nlearning_rate=0.01\n'
-    printf 'momentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant\nshard=%s\n' "$2"
+    printf 'momentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant\nshard=%s\n' "${2%-node}"
+    [ "$2" = full-node ] && printf 'shard_node_shared=1\n'
     for g in a b c; do
       printf '\n[connected]\noutput=2048\nactivation=leaky\nshard_group=trunk.%s\n' "$g"
       [ "$3" = 1 ] && printf 'frozen=1\n'
@@ -36,6 +39,8 @@ run() { # run NP SHARD FROZEN
   out=$(python3 - "$WORK/$name.json" "$np" "$s" "$fz" "$P" "$WORK"/rss.* <<'EOF'
 import json, sys
 stats, np, shard, frozen, params = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
+node = shard == "full-node" and np > 1
+shard = shard.replace("-node", "")
 d = json.load(open(stats))
 pred = d["predicted"]
 peak = d["predicted_peak_bytes"]
@@ -66,9 +71,26 @@ if abs(d["model_state_bytes"] - want) > 4 * 4 * np * 4:
 # in a world of one (SGD's gradients go into the momentum).
 def padded(n): return -(-n // np) * np * 4
 G = padded(3072 * 2048 + 2048)
-bufs = 0 if np == 1 else G if frozen else {"full": 2 * G + G // np, "grad_op": G + G // np, "none": G}[shard]
+# Node-shared: no gathered buffers, the gradient in node memory, the
+# reduced part G/N alone.
+bufs = 0 if np == 1 else G // np if node else G if frozen else {"full": 2 * G + G // np, "grad_op": G + G // np, "none": G}[shard]
 if abs(pred["step_buffers"] - bufs) > 0.01 * bufs + 131072:
     bad.append("step buffers predicted %d, theory %d" % (pred["step_buffers"], bufs))
+# Node memory a rank maps beyond its own parts: every parameter but its
+# own, its gradient slot G, and of each other rank's slot the parts it sums,
+# [r * shard, (r + 1) * shard) of each group (the rank with most of them).
+groups = (3072 * 2048 + 2048, 2048 * 2048 + 2048, 2048 * 2048 + 2048, 2048 * 3 + 3)
+allp = sum(padded(c) for c in groups)
+def parts(r):
+    total, upto = 0, 0
+    for lo, hi in sorted((r * (padded(c) // np // 4), (r + 1) * (padded(c) // np // 4)) for c in groups):
+        if hi > upto:
+            total += hi - max(lo, upto)
+            upto = hi
+    return total * 4
+want_node = allp - allp // np + G + (np - 1) * max(parts(r) for r in range(np)) if node else 0
+if pred["node_shared"] != want_node:
+    bad.append("node memory predicted %d, theory %d" % (pred["node_shared"], want_node))
 # The build (docs/DESIGN.md, "Memory"): on N ranks each keeps its slice,
 # ceil(count/N) floats, of every tensor of the layers built so far, plus
 # the layer being built whole; then it gathers them back at setup, N slices
@@ -99,6 +121,7 @@ EOF
 for np in "$@"; do
   for s in full grad_op none; do run "$np" "$s" 0; done
   run "$np" full 1
+  [ "$np" -gt 1 ] && run "$np" full-node 0
 done
 
 # The planner (-fsdp-plan N CFG, one process, no training) predicts for each
