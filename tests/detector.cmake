@@ -6,6 +6,9 @@ foreach(case yolov3 yolov2 random frozen)
 endforeach()
 fsdp_script_test(detector_yolov3_np3 test_detector.sh yolov3 3)
 fsdp_script_test(detector_frozen_random_np2 test_detector.sh frozen 2 random)
+# The YOLO linear probe and a whole detector with shard_node_shared=1.
+fsdp_script_test(detector_frozen_node_np2 test_detector.sh frozen 2 node)
+fsdp_script_test(detector_yolov3_node_np3 test_detector.sh yolov3 3 node)
 fsdp_script_test(detector_refuse_np2 test_detector.sh refuse 2)
 fsdp_script_test(regressor_np2 test_detector.sh regressor 2)
 # `rnn train` (character streams) on N ranks against one process with N times the streams.

@@ -19,7 +19,7 @@
 #               5 label values) on the same set, with synchronized batch norm
 #   refuse NP   a training command that does not split the global batch is
 #               refused on every rank, naming it
-# usage: test_detector.sh CASE NP [random]
+# usage: test_detector.sh CASE NP [random|node]   (node: shard_node_shared=1)
 . "$(dirname "$0")/lib.sh"
 case_name=$1 np=$2 variant=${3:-}
 D=$WORK/det
@@ -44,6 +44,7 @@ det() {
 # (trainable batch norm as in Darknet's cfgs: synchronized across ranks).
 mk() {
   sed -e "s/^batch=.*/batch=$3/" -e "${4:-}" "$S/cfg/tests/$2.cfg" > "$1"
+  if [ "$variant" = node ]; then sed -i 's/^\[net\]$/[net]\nshard_node_shared=1/' "$1"; fi
 }
 images() { grep -o '[0-9]* images$' "$1" | tail -1; }
 # equal_runs NAME CFG_STOCK CFG_RANKS [darknet args...]: the core checks.
@@ -169,6 +170,7 @@ case $case_name in
     # head's batch norm: 8 + 16 channels synchronized.
     check "$np ranks: stats bytes equal the theory (backbone: no reduce-scatter, no backward gather)" \
       python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy full --steps "$steps" --bn head=24 \
+        --node-shared "$([ "$variant" = node ] && echo 1 || echo 0)" \
         "(root)=0,0,1,0" "backbone=0,0,0,0" "backbone.low=0,2196,0,0" "backbone.high=0,21504,0,0" "head=4682,0,1,0" ;;
   regressor)
     # data.data's classes=2 would read 2 values: regress all 5 of the first
