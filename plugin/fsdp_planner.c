@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include "fsdp_engine.h"
 #include "fsdp_planner.h"
+#include "fsdp_shm.h"
 
 /* A backend of `world` ranks that moves nothing: set-up's broadcast and
  * agreement have one participant.  It blocks in its started collectives,
@@ -18,6 +19,22 @@ static fsdp_status one_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64
 static fsdp_status no_start(fsdp_backend *b, const float *in, float *out, size_t n, int *ticket) { return FSDP_OK; }
 static fsdp_status no_start_rs(fsdp_backend *b, const float *in, float *out, size_t n, int *ticket) { return FSDP_OK; }
 static fsdp_status no_wait(fsdp_backend *b, int ticket) { return FSDP_OK; }
+
+/* Node memory (shard_node_shared=1) as one process's: the engine copies
+ * this rank's parts into it, so it is real, and freed after each build. */
+typedef struct plan_node {
+    float *region[FSDP_SHM_REGIONS];
+    int n;
+} plan_node;
+static fsdp_status plan_node_alloc(fsdp_backend *b, size_t count, float **out)
+{
+    plan_node *pn = b->ctx;
+    *out = pn->n < FSDP_SHM_REGIONS ? calloc(count ? count : 1, sizeof(float)) : NULL;
+    if (!*out) return fsdp_fail(FSDP_ERR_NOMEM, "-fsdp-plan: no memory for %zu floats of node memory", count);
+    pn->region[pn->n++] = *out;
+    return FSDP_OK;
+}
+static fsdp_status no_sync(fsdp_backend *b) { return FSDP_OK; }
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
@@ -49,10 +66,11 @@ static void quiet_end(int saved)
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
                            fsdp_mem_prediction *out)
 {
-    fsdp_backend be = { .name = "plan", .rank = 0, .world = world, .mem = FSDP_MEM_HOST,
+    plan_node node = { .n = 0 };
+    fsdp_backend be = { .name = "plan", .rank = 0, .world = world, .mem = FSDP_MEM_HOST, .ctx = &node,
                         .broadcast = no_bcast, .min_max_u64 = one_min_max, .all_gather_start = no_start,
                         .reduce_scatter_start = no_start_rs, .wait = no_wait,
-                        .starts_block = 1 };
+                        .starts_block = 1, .node_alloc = plan_node_alloc, .node_sync = no_sync };
     fsdp_engine e;
     FSDP_TRY(fsdp_engine_init(&e, &be));
     hooks->ctx = &e;
@@ -72,6 +90,7 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     fsdp_engine_free(&e);
     hooks->cfg_option = NULL;
     hooks->ctx = NULL;
+    for (int k = 0; k < node.n; ++k) free(node.region[k]);
     return s != FSDP_OK ? s : f;
 }
 
@@ -94,7 +113,9 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, dn_hooks *h
         for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
             fsdp_mem_prediction p;
             FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p));
-            fprintf(out, " %.1f (%.1f + %.1f) |", p.peak / 1e6, p.model_state / 1e6, p.step_buffers / 1e6);
+            char node[48] = "";
+            if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
+            fprintf(out, " %.1f (%.1f + %s%.1f) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6);
         }
         fprintf(out, "\n");
     }
