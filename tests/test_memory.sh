@@ -126,9 +126,10 @@ done
 
 # The planner (-fsdp-plan N CFG, one process, no training) predicts for each
 # world and strategy what those runs predicted for themselves: the same model
-# state and step buffers (its fixed cost is this process's, without MPI).
-for fz in 0 1; do
-  cfg "$WORK/plan$fz.cfg" full "$fz"
+# state, node memory and step buffers (its fixed cost is this process's,
+# without MPI).  plan2: the cfg with shard_node_shared=1 (full-node runs).
+for fz in 0 1 2; do
+  if [ "$fz" = 2 ]; then cfg "$WORK/plan2.cfg" full-node 0; else cfg "$WORK/plan$fz.cfg" full "$fz"; fi
   max=$(printf '%s
 ' "$@" | sort -n | tail -n 1)
   if ! "$DN" -plugin "$PLUGIN" -fsdp-plan "$max" "$WORK/plan$fz.cfg" > "$WORK/plan$fz.md" 2> "$WORK/plan$fz.err"; then
@@ -144,20 +145,26 @@ for line in open(os.path.join(work, "plan%s.md" % fz)):
     if m:
         rows[int(m.group(1))] = [tuple(map(float, re.findall(r"[\d.]+", c))) for c in m.group(2).split("|")]
 bad, seen = [], 0
+node = fz == "2"
 for w in worlds:
     for i, shard in enumerate(("full", "grad_op", "none")):
-        path = os.path.join(work, "%s-np%d-frozen%s.json" % (shard, w, fz))
-        if not os.path.exists(path):
+        name = "full-node-np%d-frozen0" % w if node else "%s-np%d-frozen%s" % (shard, w, fz)
+        path = os.path.join(work, name + ".json")
+        if not os.path.exists(path) or (node and i > 0):
             continue
         d = json.load(open(path))
-        peak, state, bufs = rows[w][i]
+        cell = rows[w][i]
+        peak, state, bufs = cell[0], cell[1], cell[-1]
+        shared = cell[2] if len(cell) == 4 else 0.0
         seen += 1
-        if abs(state - d["predicted"]["model_state"] / 1e6) > 0.06 or abs(bufs - d["predicted"]["step_buffers"] / 1e6) > 0.06:
-            bad.append("%s at %d ranks: plan %.1f + %.1f MB, the run %.1f + %.1f" % (shard, w, state, bufs,
-                       d["predicted"]["model_state"] / 1e6, d["predicted"]["step_buffers"] / 1e6))
+        p = d["predicted"]
+        if max(abs(state - p["model_state"] / 1e6), abs(bufs - p["step_buffers"] / 1e6),
+               abs(shared - p["node_shared"] / 1e6)) > 0.06:
+            bad.append("%s at %d ranks: plan %.1f + %.1f + %.1f MB, the run %.1f + %.1f + %.1f" % (
+                name, w, state, shared, bufs, p["model_state"] / 1e6, p["node_shared"] / 1e6, p["step_buffers"] / 1e6))
 print("; ".join(bad) if bad else "%d worlds and strategies as the runs predicted them" % seen)
 sys.exit(1 if bad or not seen else 0)
 EOF
-) && pass "-fsdp-plan, frozen trunk $fz: $out" || fail "-fsdp-plan, frozen trunk $fz: $out"
+) && pass "-fsdp-plan, case $fz (1: frozen trunk, 2: shard_node_shared=1): $out" || fail "-fsdp-plan, case $fz: $out"
 done
 finish
