@@ -64,12 +64,6 @@ struct fsdp_backend {
      * visible to every rank after it (a barrier). */
     fsdp_status (*node_alloc)(fsdp_backend *b, size_t count, float **out);
     fsdp_status (*node_sync)(fsdp_backend *b);
-    /* reduce_scatter where `full` is node memory and rank q's full buffer
-     * starts `stride` floats after rank q - 1's: each rank sums its part
-     * straight from every rank's buffer, in rank order (the same floats as
-     * reduce_scatter), and no rank returns before all have read its. */
-    fsdp_status (*node_reduce_scatter)(fsdp_backend *b, const float *full, float *shard, size_t shard_count,
-                                       size_t stride);
 };
 
 /* MPI_COMM_WORLD on host memory; MPI must be initialised.  Counts beyond

@@ -271,12 +271,6 @@ static fsdp_status mpib_node_sync(fsdp_backend *b)
     return fsdp_shm_sync(((mpib_ctx *)b->ctx)->shm);
 }
 
-static fsdp_status mpib_node_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n,
-                                            size_t stride)
-{
-    return fsdp_shm_reduce_scatter_node(((mpib_ctx *)b->ctx)->shm, full, shard, n, stride);
-}
-
 static const fsdp_backend mpib_ops = {
     .name = "mpi",
     .mem = FSDP_MEM_HOST,
@@ -305,7 +299,6 @@ static fsdp_status mpib_open(fsdp_backend *b)
     if (c->shm) {
         b->node_alloc = mpib_node_alloc;
         b->node_sync = mpib_node_sync;
-        b->node_reduce_scatter = mpib_node_reduce_scatter;
     }
     return FSDP_OK;
 }

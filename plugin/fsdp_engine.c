@@ -5,6 +5,7 @@
 #include "fsdp_engine.h"
 #include "fsdp_deltas.h"
 #include "fsdp_optim.h"
+#include "fsdp_sum.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
 static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a);
@@ -165,6 +166,7 @@ static fsdp_status share_node(fsdp_engine *e)
                       : e->be->world == 1 ? "a world of one gathers nothing"
                       : e->mem.device ? "GPU runs keep parameters in device memory"
                       : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
+                      : e->be->world > FSDP_MAX_RANKS_ON_NODE ? "more ranks than one machine's sum reads"
                       : NULL;
     if (why) {
         if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
@@ -365,15 +367,27 @@ static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args
     g->updated = 1;
     if (!f->nt) return FSDP_OK;
     const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
+    int slots = f->grad_state == FSDP_GRAD_IN_SLOTS;
+    float block[FSDP_SUM_BLOCK];
     for (int r = 0; r < f->nruns; ++r) {
         const fsdp_run *run = &f->runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
-        fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
-                        grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
+        if (!slots) {
+            fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
+                            grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
+            continue;
+        }
+        /* Node slots: the reduce-scatter's sums, block by block, straight
+         * into the step (the optimizer is elementwise). */
+        for (size_t j = 0; j < run->len; j += FSDP_SUM_BLOCK) {
+            size_t b = run->len - j < FSDP_SUM_BLOCK ? run->len - j : FSDP_SUM_BLOCK, at = run->off + j;
+            fsdp_flat_slot_sum(&e->flat, f, at, b, block);
+            fsdp_optim_step(0, f->own + at, f->m + at, f->v ? f->v + at : NULL, block, b, run->is_weight, &o);
+        }
     }
     fsdp_flat_own_written(&e->flat, f);
-    fsdp_flat_grad_spent(&e->flat, f);
+    FSDP_TRY(fsdp_flat_grad_spent(&e->flat, f));
     if (e->strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
@@ -432,7 +446,8 @@ static fsdp_status post_backward(fsdp_engine *e, fsdp_group *g, network *net)
         s = settle_reduce(e, a);
         if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
         if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = g;
-        else if (s == FSDP_OK && g->train.grad_state == FSDP_GRAD_REDUCED) s = update_group(e, g, a);
+        else if (s == FSDP_OK && (g->train.grad_state == FSDP_GRAD_REDUCED || g->train.grad_state == FSDP_GRAD_IN_SLOTS))
+            s = update_group(e, g, a);
         g->rs_bytes += rs;
         g->ar_bytes += ar;
         e->bytes_rs += rs;

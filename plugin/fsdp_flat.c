@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_flat.h"
+#include "fsdp_sum.h"
 
 static void point(fsdp_flat *f, float *base)
 {
@@ -276,6 +277,13 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     *rs = *ar = 0;
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return FSDP_OK;
     fsdp_flat_grad_unpoint(f);
+    if (f->grad_in_node) {
+        /* Every rank's gradient complete in its slot: the optimizer sums
+         * this rank's part as it steps (fsdp_flat_slot_sum). */
+        *rs = f->nfull * sizeof(float);
+        f->grad_state = FSDP_GRAD_IN_SLOTS;
+        return c->dbe->node_sync(c->dbe);
+    }
     /* The reduced gradient for own: in a world of one, the buffer itself. */
     f->gown = f->grad;
     f->grad = NULL;
@@ -295,14 +303,6 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     if (!f->gown) {
         fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
-    }
-    if (f->grad_in_node) {
-        /* Each rank sums its part straight from every rank's slot; the slot
-         * is free again once every rank has read it. */
-        fsdp_status s = c->dbe->node_reduce_scatter(c->dbe, full, f->gown, f->shard, c->node->slot_floats);
-        f->grad_in_node = 0;
-        c->node->slot_busy = 0;
-        return s;
     }
     if (c->dbe->reduce_scatter_start && !c->dbe->starts_block) {
         /* Overlaps the backward of the groups below; the full gradient
@@ -326,12 +326,30 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
     return s;
 }
 
-void fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
+void fsdp_flat_slot_sum(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, size_t len, float *out)
 {
-    if (f->grad_state != FSDP_GRAD_REDUCED) return;
+    const fsdp_node *n = c->node;
+    const float *in[FSDP_MAX_RANKS_ON_NODE];
+    size_t at = (size_t)c->be->rank * f->shard + off;
+    for (int q = 0; q < c->be->world; ++q) in[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
+    fsdp_sum_rows(out, in, c->be->world, len);
+}
+
+fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
+{
+    if (f->grad_state == FSDP_GRAD_IN_SLOTS) {
+        /* The slot is free again once every rank has summed its part. */
+        f->grad = NULL;
+        f->grad_in_node = 0;
+        c->node->slot_busy = 0;
+        f->grad_state = FSDP_GRAD_NONE;
+        return c->dbe->node_sync(c->dbe);
+    }
+    if (f->grad_state != FSDP_GRAD_REDUCED) return FSDP_OK;
     fsdp_mem_give(c->mem, f->gown);
     f->gown = NULL;
     f->grad_state = FSDP_GRAD_NONE;
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes)

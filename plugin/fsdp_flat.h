@@ -17,8 +17,9 @@
  * writes its part only after a collective every rank reaches once done
  * reading the group: the group's reduce-scatter, or the update's sync.
  * Its gradient, too, accumulates in node memory when this rank's slot is
- * free (`grad_in_node`; one group at a time under subdivisions=1): the
- * reduce-scatter then sums each rank's part straight from every slot.
+ * free (`grad_in_node`; one group at a time under subdivisions=1): its
+ * reduce-scatter is then a sync, and each rank's optimizer sums its part
+ * straight from every slot (IN_SLOTS): no copy in, no reduced buffer.
  * Gradients (trainable flats) are in one of four:
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
@@ -30,6 +31,10 @@
  *   REDUCING      a reduce-scatter from `rs_source` into `gown` was started
  *                 and not yet waited for; `rs_source` lives until then.
  *   REDUCED       `gown` holds this rank's part of the summed gradient.
+ *   IN_SLOTS      (node-shared) every rank's gradient is complete in its
+ *                 slot of node memory; the optimizer sums this rank's part
+ *                 from the slots as it steps (fsdp_flat_slot_sum), and the
+ *                 slot is free once every rank has (grad_spent).
  * Invariants: a world of one gathers nothing (`full` is `own`); `pending`
  * and `rs_source` are only written by the backend while GATHERING and
  * REDUCING, so nothing frees them before the wait; the optimizer sees
@@ -71,7 +76,12 @@ typedef struct fsdp_flat_kind {
 } fsdp_flat_kind;
 
 typedef enum { FSDP_FLAT_SHARDED = 0, FSDP_FLAT_GATHERING, FSDP_FLAT_GATHERED } fsdp_flat_state;
-typedef enum { FSDP_GRAD_NONE = 0, FSDP_GRAD_ACCUMULATING, FSDP_GRAD_REDUCING, FSDP_GRAD_REDUCED } fsdp_grad_state;
+typedef enum {
+    FSDP_GRAD_NONE = 0, FSDP_GRAD_ACCUMULATING, FSDP_GRAD_REDUCING, FSDP_GRAD_REDUCED, FSDP_GRAD_IN_SLOTS
+} fsdp_grad_state;
+
+/* Ranks of one machine a node-shared sum reads from at most. */
+#define FSDP_MAX_RANKS_ON_NODE 1024
 
 /* A stretch of the rank's own part of a flat buffer that one optimizer call
  * covers: one tensor's intersection with the shard. */
@@ -151,13 +161,19 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f);
 /* Between micro-batches: the layers stop pointing at the gradient. */
 void fsdp_flat_grad_unpoint(fsdp_flat *f);
 /* Post-backward of the last micro-batch: ACCUMULATING -> REDUCING (the
- * backend started a reduce-scatter) or REDUCED (reduce-scatter, or
- * all-reduce under `none`); *rs / *ar get the bytes. */
+ * backend started a reduce-scatter), REDUCED (reduce-scatter, or
+ * all-reduce under `none`) or IN_SLOTS (after a node_sync); *rs / *ar get
+ * the bytes. */
 fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
 /* REDUCING -> REDUCED; no-op in any other state. */
 fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
-/* After the update: REDUCED -> NONE. */
-void fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);
+/* IN_SLOTS: out[0..len) = this rank's summed gradient at offset `off` of
+ * its own part, summed over the ranks' slots in rank order (the floats a
+ * reduce-scatter gives). */
+void fsdp_flat_slot_sum(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, size_t len, float *out);
+/* After the update: REDUCED or IN_SLOTS (a node_sync: every rank has read
+ * the slots) -> NONE. */
+fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);
 
 /* Around saving a group's layers: unshard if sharded (*bytes as above) and,
  * on GPU runs, lend Darknet's pull_*_layer host parameter and gradient

@@ -242,9 +242,7 @@ static void sim_finish_reduce(sim *s)
 static void sim_reduce(sim *s, sim_flat *f)
 {
     if (f->in_slot) {
-        take(s, &f->gownbuf, f->gown);   /* summed straight from the slots, stepped at once */
-        give(s, &f->gownbuf);
-        f->in_slot = s->slot_busy = 0;
+        f->in_slot = s->slot_busy = 0;   /* the optimizer sums from the slots: no buffer */
         return;
     }
     if (!f->gradbuf.cap) return;

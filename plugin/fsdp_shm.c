@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 #include "fsdp_mpi.h"
 #include "fsdp_shm.h"
+#include "fsdp_sum.h"
 
 struct fsdp_shm {
     MPI_Comm node;     /* every rank of the backend's communicator, same order */
@@ -176,25 +177,6 @@ fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out)
     return FSDP_OK;
 }
 
-/* out[0..k) = in[0][0..k) + in[1][0..k) + ..., in that order; out may be
- * in[q] for this rank's own q (each block is summed aside, in the
- * first-level cache, before it is written, so each input float is read
- * once). */
-static void sum_rows(float *out, const float *const *in, int nin, size_t k)
-{
-    enum { BLOCK = 2048 };
-    float acc[BLOCK];
-    for (size_t j0 = 0; j0 < k; j0 += BLOCK) {
-        size_t b = min_size(BLOCK, k - j0);
-        memcpy(acc, in[0] + j0, b * sizeof(float));
-        for (int q = 1; q < nin; ++q) {
-            const float *restrict x = in[q] + j0;
-            for (size_t j = 0; j < b; ++j) acc[j] += x[j];
-        }
-        memcpy(out + j0, acc, b * sizeof(float));
-    }
-}
-
 /* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
  * except this rank's own term, read from own[0..k) (which may be out). */
 static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
@@ -202,17 +184,7 @@ static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t
     const float **in = s->rows;
     size_t h = (size_t)s->half * half_floats(s) + at;
     for (int q = 0; q < s->world; ++q) in[q] = q == s->rank ? own : s->seg[q] + h;
-    sum_rows(out, in, s->world, k);
-}
-
-fsdp_status fsdp_shm_reduce_scatter_node(fsdp_shm *s, const float *full, float *shard, size_t n, size_t stride)
-{
-    FSDP_TRY(meet(s));   /* every rank's gradient is complete */
-    const float **in = s->rows;
-    for (int q = 0; q < s->world; ++q)
-        in[q] = full + ((ptrdiff_t)q - s->rank) * (ptrdiff_t)stride + (ptrdiff_t)s->rank * (ptrdiff_t)n;
-    sum_rows(shard, in, s->world, n);
-    return meet(s);      /* ... and read by all: the slot may be zeroed again */
+    fsdp_sum_rows(out, in, s->world, k);
 }
 
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)

@@ -48,10 +48,5 @@ fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out);
 /* Every rank's stores to its segment and the regions before it are
  * visible to every rank after it (a barrier). */
 fsdp_status fsdp_shm_sync(fsdp_shm *s);
-/* shard = sum over ranks q, in rank order, of rank q's full buffer's part
- * of this rank, where `full` is in a region and rank q's full buffer
- * starts at full + (q - rank) * stride.  No copy in; returns once every
- * rank has read this rank's buffer. */
-fsdp_status fsdp_shm_reduce_scatter_node(fsdp_shm *s, const float *full, float *shard, size_t n, size_t stride);
 
 #endif

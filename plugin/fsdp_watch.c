@@ -164,10 +164,6 @@ static fsdp_status w_node_sync(fsdp_backend *b)
 {
     WATCHED("sync of node-shared parameters", NULL, INNER(b)->node_sync(INNER(b)));
 }
-static fsdp_status w_node_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n, size_t stride)
-{
-    WATCHED("reduce-scatter", full, INNER(b)->node_reduce_scatter(INNER(b), full, shard, n, stride));
-}
 /* Started collectives by ticket slot, so that a wait names what it waits for. */
 static struct { const char *what; const void *buf; } started[FSDP_TICKETS];
 
@@ -212,8 +208,7 @@ fsdp_status fsdp_watch_wrap(fsdp_backend *inner, fsdp_backend **out)
                          inner->all_gather_start ? w_all_gather_start : NULL,
                          inner->reduce_scatter_start ? w_reduce_scatter_start : NULL,
                          inner->wait ? w_wait : NULL, inner->starts_block,
-                         inner->node_alloc ? w_node_alloc : NULL, inner->node_sync ? w_node_sync : NULL,
-                         inner->node_reduce_scatter ? w_node_reduce_scatter : NULL };
+                         inner->node_alloc ? w_node_alloc : NULL, inner->node_sync ? w_node_sync : NULL };
     *out = b;
     return FSDP_OK;
 }

@@ -77,6 +77,18 @@ for strategy in full grad_op none; do
   check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
     [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
 done
+# Node-shared parameters compute the very floats of the copying path: the
+# same sums in the same order, so the weights files are byte-identical.
+if [ "$node" = 1 ] && [ "$np" -gt 1 ]; then
+  variant_cfg "$WORK/$(basename "$CFG")" "$b" full
+  sed -i '/^shard_node_shared=1$/d' "$WORK/$(basename "$CFG")"
+  if train_np "$WORK/full-copy.w" "$np" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5; then
+    check "$np ranks, shard=full: shard_node_shared=1 byte-identical to the copying path" cmp "$WORK/full.w" "$WORK/full-copy.w"
+  else
+    fail "$np ranks, shard=full without shard_node_shared ran"
+  fi
+  variant_cfg "$WORK/$(basename "$CFG")" "$b" full
+fi
 # Inference through the plugin (forward only: gather, free, no backward) scores
 # the trained weights as stock Darknet does.  (Stock `classifier valid` divides
 # by zero on recurrent layers after set_batch_network: not for rnn, layers.)

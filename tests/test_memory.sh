@@ -71,9 +71,9 @@ if abs(d["model_state_bytes"] - want) > 4 * 4 * np * 4:
 # in a world of one (SGD's gradients go into the momentum).
 def padded(n): return -(-n // np) * np * 4
 G = padded(3072 * 2048 + 2048)
-# Node-shared: no gathered buffers, the gradient in node memory, the
-# reduced part G/N alone.
-bufs = 0 if np == 1 else G // np if node else G if frozen else {"full": 2 * G + G // np, "grad_op": G + G // np, "none": G}[shard]
+# Node-shared: no gathered buffers, the gradient in node memory, summed
+# by the optimizer straight from the slots: none.
+bufs = 0 if np == 1 or node else G if frozen else {"full": 2 * G + G // np, "grad_op": G + G // np, "none": G}[shard]
 if abs(pred["step_buffers"] - bufs) > 0.01 * bufs + 131072:
     bad.append("step buffers predicted %d, theory %d" % (pred["step_buffers"], bufs))
 # Node memory a rank maps beyond its own parts: every parameter but its
