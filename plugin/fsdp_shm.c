@@ -136,16 +136,18 @@ fsdp_status fsdp_shm_sync(fsdp_shm *s)
     return meet(s);
 }
 
-/* Whether the directory backing shared windows has room for `bytes` (a
- * full tmpfs would kill the process touching a page with SIGBUS). */
+/* Whether the directory backing shared windows (Open MPI's
+ * osc_sm_backing_directory, /dev/shm unless set) has room for `bytes`: a
+ * full tmpfs would kill the process touching a page with SIGBUS. */
 static int room_for(size_t bytes, char *why, size_t len)
 {
     struct statvfs v;
-    const char *dir = "/dev/shm";
+    const char *env = getenv("OMPI_MCA_osc_sm_backing_directory");
+    const char *dir = env && *env ? env : "/dev/shm";
     if (statvfs(dir, &v) != 0) return 1;   /* another backing: MPI decides */
     unsigned long long free_bytes = (unsigned long long)v.f_bavail * v.f_frsize;
     if (free_bytes >= bytes + ((size_t)64 << 20)) return 1;
-    snprintf(why, len, "%s has %.0f MB free, and it needs %.0f MB (and 64 MB to spare)", dir,
+    snprintf(why, len, "%s has %.1f MB free, and it needs %.1f MB (and 64 MB to spare)", dir,
              free_bytes / 1e6, bytes / 1e6);
     return 0;
 }
@@ -159,7 +161,8 @@ fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out)
     if (ok && s->rank == 0) ok = room_for(count * sizeof(float), why, sizeof why);
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, s->node));
     if (!ok)
-        return fsdp_fail(FSDP_ERR_NOMEM, "no shared memory for %.0f MB of node-shared parameters: %s",
+        return fsdp_fail(FSDP_ERR_NOMEM, "shard_node_shared=1: no shared memory for %.1f MB of node memory: %s; "
+                         "give it more room (e.g. docker run --shm-size) or leave shard_node_shared off",
                          count * sizeof(float) / 1e6, why[0] ? why : "(see rank 0)");
     /* All of it in rank 0's part: one contiguous region at one offset.
      * Pages belong to the rank that first touches them (each its own

@@ -131,6 +131,19 @@ startup)
   expect_stop "a missing cfg on one rank" "Couldn't open file: .*missing.cfg: No such file or directory"
   one_rank "${T[@]}" "$base" -- classifier train "$WORK/missing.data" "$base"
   expect_stop "a missing data file on one rank" "missing.data: cannot read the data file: No such file or directory"
+  # shard_node_shared=1 where the shared-memory directory has no room: refused
+  # on every rank before the first step, naming the directory and the sizes
+  # (an overfull tmpfs would kill a rank with SIGBUS instead).
+  if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/shm" && mount -t tmpfs -o size=8m tmpfs "$WORK/shm" 2>/dev/null; then
+    sed 's/^\[net\]$/[net]\nshard_node_shared=1/' "$base" > "$WORK/node.cfg"
+    prime
+    OMPI_MCA_osc_sm_backing_directory=$WORK/shm launch -np "$np" "${RUN[@]}" "${T[@]}" "$WORK/node.cfg"
+    expect_stop "shard_node_shared=1 without room in the shared-memory directory" \
+      "shard_node_shared=1: no shared memory for [0-9.]+ MB of node memory: $WORK/shm has [0-9.]+ MB free, and it needs [0-9.]+ MB \(and 64 MB to spare\)"
+    umount "$WORK/shm"
+  else
+    echo "skipped: shard_node_shared=1 without room (need root and mount to make a small tmpfs)"
+  fi
   ;;
 
 agree)
