@@ -177,9 +177,11 @@ static fsdp_status share_node(fsdp_engine *e)
         total += e->groups[g].train.nfull + e->groups[g].frozen.nfull;
         if (e->groups[g].train.nfull > slot) slot = e->groups[g].train.nfull;
     }
-    float *base, *slots;
+    if (!total) return FSDP_OK;   /* no parameters to share */
+    float *base, *slots = NULL;
     FSDP_TRY(e->dbe->node_alloc(e->dbe, total, &base));
-    FSDP_TRY(e->dbe->node_alloc(e->dbe, slot * (size_t)e->be->world, &slots));
+    /* Nothing trains (a frozen model under inference): no gradient slots. */
+    if (slot) FSDP_TRY(e->dbe->node_alloc(e->dbe, slot * (size_t)e->be->world, &slots));
     size_t at = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };

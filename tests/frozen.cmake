@@ -19,10 +19,12 @@ fsdp_script_test(frozen_nested_grad_op_np3 test_frozen.sh nested 3 3 grad_op)
 fsdp_script_test(frozen_between_none_np2 test_frozen.sh between 2 3 none)
 fsdp_script_test(frozen_mixed_grad_op_np2 test_frozen.sh mixed 2 3 grad_op)
 # shard_node_shared=1: the linear probe, a frozen group passing deltas
-# back, and groups below stopbackward (stepped in the update, after a sync).
+# back, groups below stopbackward (stepped in the update, after a sync), and
+# nothing trainable (no gradient slots).
 fsdp_script_test(frozen_nested_node_np3 test_frozen.sh nested 3 3 node)
 fsdp_script_test(frozen_between_node_np2 test_frozen.sh between 2 3 node)
 fsdp_script_test(frozen_stopbackward_node_np2 test_frozen.sh stopbackward 2 3 node)
+fsdp_script_test(frozen_all_frozen_node_np2 test_frozen.sh all_frozen 2 3 node)
 # The world-1 run of the cases with dropped buffers and frozen backward paths
 # under valgrind: a use-after-free trains the same weights and only shows here.
 foreach(case nested between mixed batchnorm_between dropout_between stopbackward rnn_trunk)
