@@ -33,6 +33,8 @@ static void release_network(fsdp_engine *e)
     e->ngroups = 0;
     free(e->next_forward);
     free(e->next_backward);
+    free(e->node.terms);
+    e->node = (fsdp_node){ 0 };
     e->next_forward = e->next_backward = NULL;
     fsdp_plan_free(&e->plan);
 }
@@ -166,7 +168,6 @@ static fsdp_status share_node(fsdp_engine *e)
                       : e->be->world == 1 ? "a world of one gathers nothing"
                       : e->mem.device ? "GPU runs keep parameters in device memory"
                       : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
-                      : e->be->world > FSDP_MAX_RANKS_ON_NODE ? "more ranks than one machine's sum reads"
                       : NULL;
     if (why) {
         if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
@@ -178,6 +179,9 @@ static fsdp_status share_node(fsdp_engine *e)
         if (e->groups[g].train.nfull > slot) slot = e->groups[g].train.nfull;
     }
     if (!total) return FSDP_OK;   /* no parameters to share */
+    const float **terms = malloc((size_t)e->be->world * sizeof *terms);
+    if (!terms) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    e->node.terms = terms;   /* owned from here on, freed with the network */
     float *base, *slots = NULL;
     FSDP_TRY(e->dbe->node_alloc(e->dbe, total, &base));
     /* Nothing trains (a frozen model under inference): no gradient slots. */
@@ -191,7 +195,8 @@ static fsdp_status share_node(fsdp_engine *e)
             at += fl[k]->nfull;
         }
     }
-    e->node = (fsdp_node){ .on = 1, .stale = 1, .grad_slots = slots, .slot_floats = slot };   /* the first gather syncs */
+    /* The first gather syncs. */
+    e->node = (fsdp_node){ .on = 1, .stale = 1, .grad_slots = slots, .slot_floats = slot, .terms = terms };
     e->node_bytes = (total + slot * (size_t)e->be->world) * sizeof(float);
     return FSDP_OK;
 }

@@ -329,10 +329,9 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
 void fsdp_flat_slot_sum(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, size_t len, float *out)
 {
     const fsdp_node *n = c->node;
-    const float *in[FSDP_MAX_RANKS_ON_NODE];
     size_t at = (size_t)c->be->rank * f->shard + off;
-    for (int q = 0; q < c->be->world; ++q) in[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
-    fsdp_sum_rows(out, in, c->be->world, len);
+    for (int q = 0; q < c->be->world; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
+    fsdp_sum_rows(out, n->terms, c->be->world, len);
 }
 
 fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)

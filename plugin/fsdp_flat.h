@@ -56,6 +56,7 @@ typedef struct fsdp_node {
     float *grad_slots;    /* one slot per rank, rank r's at r * slot_floats */
     size_t slot_floats;   /* the largest trainable flat's full buffer */
     int slot_busy;        /* a flat accumulates its gradient in this rank's slot */
+    const float **terms;  /* world pointers: the terms of a slot sum (scratch) */
 } fsdp_node;
 
 /* What a flat needs from the engine: where buffers live and who moves them. */
@@ -79,9 +80,6 @@ typedef enum { FSDP_FLAT_SHARDED = 0, FSDP_FLAT_GATHERING, FSDP_FLAT_GATHERED } 
 typedef enum {
     FSDP_GRAD_NONE = 0, FSDP_GRAD_ACCUMULATING, FSDP_GRAD_REDUCING, FSDP_GRAD_REDUCED, FSDP_GRAD_IN_SLOTS
 } fsdp_grad_state;
-
-/* Ranks of one machine a node-shared sum reads from at most. */
-#define FSDP_MAX_RANKS_ON_NODE 1024
 
 /* A stretch of the rank's own part of a flat buffer that one optimizer call
  * covers: one tensor's intersection with the shard. */
