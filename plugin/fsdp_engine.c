@@ -5,7 +5,6 @@
 #include "fsdp_engine.h"
 #include "fsdp_deltas.h"
 #include "fsdp_optim.h"
-#include "fsdp_sum.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
 static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a);
@@ -375,7 +374,6 @@ static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args
     if (!f->nt) return FSDP_OK;
     const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
     int slots = f->grad_state == FSDP_GRAD_IN_SLOTS;
-    float block[FSDP_SUM_BLOCK];
     for (int r = 0; r < f->nruns; ++r) {
         const fsdp_run *run = &f->runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
@@ -385,13 +383,10 @@ static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args
                             grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
             continue;
         }
-        /* Node slots: the reduce-scatter's sums, block by block, straight
-         * into the step (the optimizer is elementwise). */
-        for (size_t j = 0; j < run->len; j += FSDP_SUM_BLOCK) {
-            size_t b = run->len - j < FSDP_SUM_BLOCK ? run->len - j : FSDP_SUM_BLOCK, at = run->off + j;
-            fsdp_flat_slot_sum(&e->flat, f, at, b, block);
-            fsdp_optim_step(0, f->own + at, f->m + at, f->v ? f->v + at : NULL, block, b, run->is_weight, &o);
-        }
+        /* Node slots: the reduce-scatter's sums straight into the step
+         * (the optimizer is elementwise). */
+        fsdp_optim_step_sum(f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
+                            fsdp_flat_slot_terms(&e->flat, f, run->off), e->be->world, run->len, run->is_weight, &o);
     }
     fsdp_flat_own_written(&e->flat, f);
     FSDP_TRY(fsdp_flat_grad_spent(&e->flat, f));

@@ -1,7 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_flat.h"
-#include "fsdp_sum.h"
 
 static void point(fsdp_flat *f, float *base)
 {
@@ -279,7 +278,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     fsdp_flat_grad_unpoint(f);
     if (f->grad_in_node) {
         /* Every rank's gradient complete in its slot: the optimizer sums
-         * this rank's part as it steps (fsdp_flat_slot_sum). */
+         * this rank's part as it steps (fsdp_flat_slot_terms). */
         *rs = f->nfull * sizeof(float);
         f->grad_state = FSDP_GRAD_IN_SLOTS;
         return c->dbe->node_sync(c->dbe);
@@ -326,12 +325,12 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
     return s;
 }
 
-void fsdp_flat_slot_sum(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, size_t len, float *out)
+const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off)
 {
     const fsdp_node *n = c->node;
     size_t at = (size_t)c->be->rank * f->shard + off;
     for (int q = 0; q < c->be->world; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
-    fsdp_sum_rows(out, n->terms, c->be->world, len);
+    return n->terms;
 }
 
 fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)

@@ -33,7 +33,7 @@
  *   REDUCED       `gown` holds this rank's part of the summed gradient.
  *   IN_SLOTS      (node-shared) every rank's gradient is complete in its
  *                 slot of node memory; the optimizer sums this rank's part
- *                 from the slots as it steps (fsdp_flat_slot_sum), and the
+ *                 from the slots as it steps (fsdp_flat_slot_terms), and the
  *                 slot is free once every rank has (grad_spent).
  * Invariants: a world of one gathers nothing (`full` is `own`); `pending`
  * and `rs_source` are only written by the backend while GATHERING and
@@ -165,10 +165,11 @@ void fsdp_flat_grad_unpoint(fsdp_flat *f);
 fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
 /* REDUCING -> REDUCED; no-op in any other state. */
 fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
-/* IN_SLOTS: out[0..len) = this rank's summed gradient at offset `off` of
- * its own part, summed over the ranks' slots in rank order (the floats a
- * reduce-scatter gives). */
-void fsdp_flat_slot_sum(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, size_t len, float *out);
+/* IN_SLOTS: the world terms of this rank's gradient at offset `off` of its
+ * own part, one per rank's slot, in rank order (their sum in that order is
+ * what a reduce-scatter gives; fsdp_optim_step_sum).  Valid until the next
+ * call. */
+const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off);
 /* After the update: REDUCED or IN_SLOTS (a node_sync: every rank has read
  * the slots) -> NONE. */
 fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);

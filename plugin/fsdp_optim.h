@@ -31,6 +31,12 @@ void fsdp_adam(float *w, float *m, float *v, const float *g, size_t n, const fsd
  * optimizer chooses between them.  v is NULL for SGD. */
 void fsdp_optim_step(int device, float *w, float *m, float *v, const float *g, size_t n, int decays,
                      const fsdp_optim_args *a);
+/* The host step on n floats whose gradient is g[0] + g[1] + ... + g[ng-1]
+ * (ng >= 1, each n floats from where it points), added in that order: the
+ * floats of a reduce-scatter that sums in rank order (fsdp_sum.h), read
+ * straight from the ranks' buffers. */
+void fsdp_optim_step_sum(float *w, float *m, float *v, const float *const *g, int ng, size_t n, int decays,
+                         const fsdp_optim_args *a);
 /* After a step: FSDP_OK, or the error a device kernel launch left. */
 fsdp_status fsdp_optim_status(int device);
 

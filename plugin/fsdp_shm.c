@@ -187,7 +187,7 @@ static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t
     const float **in = s->rows;
     size_t h = (size_t)s->half * half_floats(s) + at;
     for (int q = 0; q < s->world; ++q) in[q] = q == s->rank ? own : s->seg[q] + h;
-    fsdp_sum_rows(out, in, s->world, k);
+    fsdp_sum_rows(out, in, s->world, 0, k);
 }
 
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)

@@ -10,6 +10,7 @@
 #include "fsdp_groups.h"
 #include "fsdp_mem.h"
 #include "fsdp_optim.h"
+#include "fsdp_sum.h"
 #include "connected_layer.h"
 #include "parser.h"
 
@@ -314,6 +315,61 @@ Test(optim, no_gradient_still_decays_and_keeps_momentum)
     /* u = 0.5 - 0.01*10*1 = 0.4; w = 1 + 0.01*0.4; m = 0.36 */
     cr_assert_float_eq(w, 1.004f, 1e-6);
     cr_assert_float_eq(m, 0.36f, 1e-6);
+}
+
+/* The node-shared update reads the ranks' gradient slots straight into the
+ * step: it must move exactly the floats of a reduced buffer summed in rank
+ * order, for every term count (its own loops up to four, blocks beyond),
+ * SGD with and without decay, and Adam; n crosses block boundaries. */
+Test(optim, summed_terms_step_as_the_reduced_gradient)
+{
+    size_t n = 2 * FSDP_SUM_BLOCK + 37;
+    float *w0 = malloc(n * sizeof(float)), *m0 = malloc(n * sizeof(float)), *v0 = malloc(n * sizeof(float));
+    float *w[2], *m[2], *v[2], *g[7], *sum = malloc(n * sizeof(float));
+    for (int k = 0; k < 2; ++k) {
+        w[k] = malloc(n * sizeof(float));
+        m[k] = malloc(n * sizeof(float));
+        v[k] = malloc(n * sizeof(float));
+    }
+    srand(11);
+    for (int q = 0; q < 7; ++q) {
+        g[q] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; ++i) g[q][i] = rand_uniform(-1, 1) * (q + 1);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        w0[i] = rand_uniform(-1, 1);
+        m0[i] = rand_uniform(-1, 1);
+        v0[i] = rand_uniform(0, 1);
+    }
+    for (int adam = 0; adam < 2; ++adam)
+        for (int decays = 0; decays < 2; ++decays)
+            for (int ng = 1; ng <= 7; ++ng) {
+                fsdp_optim_args o = { 0.1f, 0.9f, 0.0005f, 24, adam, 0.9f, 0.999f, 1e-7f, 3 };
+                for (int k = 0; k < 2; ++k) {
+                    memcpy(w[k], w0, n * sizeof(float));
+                    memcpy(m[k], m0, n * sizeof(float));
+                    memcpy(v[k], v0, n * sizeof(float));
+                }
+                fsdp_sum_rows(sum, (const float *const *)g, ng, 0, n);
+                fsdp_optim_step(0, w[0], m[0], adam ? v[0] : NULL, sum, n, decays, &o);
+                fsdp_optim_step_sum(w[1], m[1], adam ? v[1] : NULL, (const float *const *)g, ng, n, decays, &o);
+                cr_assert(memcmp(w[0], w[1], n * sizeof(float)) == 0, "weights differ: adam %d decays %d, %d terms",
+                          adam, decays, ng);
+                cr_assert(memcmp(m[0], m[1], n * sizeof(float)) == 0, "momentum differs: adam %d decays %d, %d terms",
+                          adam, decays, ng);
+                cr_assert(memcmp(v[0], v[1], n * sizeof(float)) == 0, "adam's v differs: %d terms", ng);
+                cr_assert(memcmp(w[0], w0, n * sizeof(float)) != 0, "the step moved nothing");
+            }
+    for (int q = 0; q < 7; ++q) free(g[q]);
+    for (int k = 0; k < 2; ++k) {
+        free(w[k]);
+        free(m[k]);
+        free(v[k]);
+    }
+    free(w0);
+    free(m0);
+    free(v0);
+    free(sum);
 }
 
 /* ---- the host buffer pool ---------------------------------------------- */
