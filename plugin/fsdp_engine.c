@@ -515,7 +515,7 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
      * every rank is past its forward: no reduce-scatter tells them. */
     int late = 0;
     for (int k = 0; k < e->ngroups; ++k) late |= !e->groups[k].updated && e->groups[k].train.in_node;
-    if (late) FSDP_TRY(e->dbe->node_sync(e->dbe));
+    if (late) FSDP_TRY(fsdp_flat_node_sync(&e->flat));
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];
         if (!g->updated) FSDP_TRY(update_group(e, g, a));

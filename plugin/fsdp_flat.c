@@ -218,8 +218,7 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     } else if (c->be->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
     } else if (f->in_node) {
-        if (c->node->stale) FSDP_TRY(c->dbe->node_sync(c->dbe));
-        c->node->stale = 0;
+        if (c->node->stale) FSDP_TRY(fsdp_flat_node_sync(c));
         f->full = f->node;
         f->state = FSDP_FLAT_GATHERED;
         point(f, f->full);
@@ -281,7 +280,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
          * this rank's part as it steps (fsdp_flat_slot_terms). */
         *rs = f->nfull * sizeof(float);
         f->grad_state = FSDP_GRAD_IN_SLOTS;
-        return c->dbe->node_sync(c->dbe);
+        return fsdp_flat_node_sync(c);
     }
     /* The reduced gradient for own: in a world of one, the buffer itself. */
     f->gown = f->grad;
@@ -325,6 +324,16 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
     return s;
 }
 
+fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
+{
+    FSDP_TRY(c->dbe->node_sync(c->dbe));
+    /* Every rank's writes before the sync are everyone's now, whichever
+     * sync it was: the update's own sync after the last group leaves the
+     * next forward nothing to sync. */
+    c->node->stale = 0;
+    return FSDP_OK;
+}
+
 const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off)
 {
     const fsdp_node *n = c->node;
@@ -341,7 +350,7 @@ fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
         f->grad_in_node = 0;
         c->node->slot_busy = 0;
         f->grad_state = FSDP_GRAD_NONE;
-        return c->dbe->node_sync(c->dbe);
+        return fsdp_flat_node_sync(c);
     }
     if (f->grad_state != FSDP_GRAD_REDUCED) return FSDP_OK;
     fsdp_mem_give(c->mem, f->gown);

@@ -165,6 +165,9 @@ void fsdp_flat_grad_unpoint(fsdp_flat *f);
 fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
 /* REDUCING -> REDUCED; no-op in any other state. */
 fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
+/* node_sync: every rank's writes to node memory before it are visible to
+ * every rank after it, so the node is no longer stale. */
+fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c);
 /* IN_SLOTS: the world terms of this rank's gradient at offset `off` of its
  * own part, one per rank's slot, in rank order (their sum in that order is
  * what a reduce-scatter gives; fsdp_optim_step_sum).  Valid until the next
