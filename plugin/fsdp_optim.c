@@ -7,8 +7,8 @@
  * (none when ng is 0), with the same float scalars as
  * update_convolutional_layer computes.  Inlined with ng a constant, each
  * term is one more stream of the loop: summing the terms into a block
- * first and stepping from it made the node-shared update of big.cfg a
- * third slower (the block's round trips break the streams' prefetch). */
+ * first and stepping from it took the node-shared update of big.cfg about
+ * twice as long (the block's round trips break the streams' prefetch). */
 static inline __attribute__((always_inline)) void sgd_terms(float *restrict w, float *restrict m,
                                                             const float *const *g, int ng, size_t n,
                                                             int decays, const fsdp_optim_args *a)
