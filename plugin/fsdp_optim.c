@@ -32,7 +32,6 @@ static inline __attribute__((always_inline)) void sgd_terms(float *restrict w, f
  * or the slots of up to four ranks on one machine. */
 #define FSDP_SGD_MAX_TERMS 4
 
-/* ng <= FSDP_SGD_MAX_TERMS */
 static void sgd_sum(float *w, float *m, const float *const *g, int ng, size_t n, int decays,
                     const fsdp_optim_args *a)
 {
@@ -42,6 +41,7 @@ static void sgd_sum(float *w, float *m, const float *const *g, int ng, size_t n,
     case 2: sgd_terms(w, m, g, 2, n, decays, a); break;
     case 3: sgd_terms(w, m, g, 3, n, decays, a); break;
     case 4: sgd_terms(w, m, g, 4, n, decays, a); break;
+    default: sgd_terms(w, m, g, ng, n, decays, a); break;   /* right for any count, if slower */
     }
 }
 
