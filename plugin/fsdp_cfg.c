@@ -107,6 +107,7 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
     if (!strcmp(key, "shard_node_shared")) {
         if (!parse_bool(val, &c->node_shared))
             return error(c, file, line, "shard_node_shared=%s: expected 0 or 1", val);
+        c->node_shared_set = 1;
         return 1;
     }
     if (!strcmp(key, "sync_bn")) {

@@ -299,6 +299,13 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                     "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f\n",
                     m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
                     m->model_state / 1e6, node_note, m->step_buffers / 1e6);
+        /* The copying path on one machine, where the cfg never chose: the
+         * faster way is one key away (it stays opt-in for what RSS shows). */
+        if (e->strategy == FSDP_SHARD_FULL && e->be->world > 1 && !e->mem.device && e->dbe->node_alloc &&
+            !e->cfg.node_shared_set)
+            fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
+                    "here once and gather nothing (faster; README: cfg keys); shard_node_shared=0 leaves this "
+                    "note out\n", e->be->world);
     }
     return FSDP_OK;
 }

@@ -76,14 +76,27 @@ for strategy in full grad_op none; do
   fi
   check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
     [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
+  # The copying path on one machine with the cfg silent on the key: rank 0
+  # (once) points to shard_node_shared=1; not when the key is set, nor when
+  # the ranks share no memory (FSDP_SHM=0).
+  if [ "$strategy" = full ] && [ "$np" -gt 1 ]; then
+    notes=$(grep -c "fsdp: all $np ranks share this machine: shard_node_shared=1 would keep" "$WORK/full.w.err" || true)
+    if [ "$node" = 0 ] && [ "${FSDP_SHM:-1}" != 0 ]; then
+      check "$np ranks, shard=full on one machine: rank 0 once points to shard_node_shared=1" [ "$notes" = 1 ]
+    else
+      check "$np ranks, shard=full: no note about shard_node_shared" [ "$notes" = 0 ]
+    fi
+  fi
 done
 # Node-shared parameters compute the very floats of the copying path: the
 # same sums in the same order, so the weights files are byte-identical.
 if [ "$node" = 1 ] && [ "$np" -gt 1 ]; then
   variant_cfg "$WORK/$(basename "$CFG")" "$b" full
-  sed -i '/^shard_node_shared=1$/d' "$WORK/$(basename "$CFG")"
+  sed -i 's/^shard_node_shared=1$/shard_node_shared=0/' "$WORK/$(basename "$CFG")"
   if train_np "$WORK/full-copy.w" "$np" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5; then
     check "$np ranks, shard=full: shard_node_shared=1 byte-identical to the copying path" cmp "$WORK/full.w" "$WORK/full-copy.w"
+    check "$np ranks, shard=full, shard_node_shared=0: no note about the key" \
+      [ "$(grep -c "share this machine" "$WORK/full-copy.w.err" || true)" = 0 ]
   else
     fail "$np ranks, shard=full without shard_node_shared ran"
   fi
