@@ -156,18 +156,25 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     return s;
 }
 
+/* Why shard_node_shared=1 cannot apply to this run, or NULL where it can:
+ * `full` on host memory where the backend maps node memory (every rank on
+ * one machine). */
+static const char *node_shared_unfit(const fsdp_engine *e)
+{
+    return e->strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
+           : e->be->world == 1 ? "a world of one gathers nothing"
+           : e->mem.device ? "GPU runs keep parameters in device memory"
+           : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
+           : NULL;
+}
+
 /* shard_node_shared=1: every sharded flat moves into one region of node
- * memory, each rank copying in its own parts.  Only for `full` on host
- * memory where the backend maps node memory (every rank on one machine);
- * elsewhere rank 0 says why it is off. */
+ * memory, each rank copying in its own parts; where it cannot apply, rank
+ * 0 says why it is off. */
 static fsdp_status share_node(fsdp_engine *e)
 {
     if (!e->cfg.node_shared) return FSDP_OK;
-    const char *why = e->strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
-                      : e->be->world == 1 ? "a world of one gathers nothing"
-                      : e->mem.device ? "GPU runs keep parameters in device memory"
-                      : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
-                      : NULL;
+    const char *why = node_shared_unfit(e);
     if (why) {
         if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
         return FSDP_OK;
@@ -301,8 +308,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                     m->model_state / 1e6, node_note, m->step_buffers / 1e6);
         /* The copying path on one machine, where the cfg never chose: the
          * faster way is one key away (it stays opt-in for what RSS shows). */
-        if (e->strategy == FSDP_SHARD_FULL && e->be->world > 1 && !e->mem.device && e->dbe->node_alloc &&
-            !e->cfg.node_shared_set)
+        if (!e->cfg.node_shared_set && !node_shared_unfit(e))
             fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
                     "here once and gather nothing (faster; README: cfg keys); shard_node_shared=0 leaves this "
                     "note out\n", e->be->world);
