@@ -191,6 +191,11 @@ fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *
     return FSDP_OK;
 }
 
+int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f)
+{
+    return f->in_node && f->nfull <= c->node->slot_floats;
+}
+
 void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f)
 {
     if (f->in_node) c->node->stale = 1;
@@ -250,7 +255,7 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
         fsdp_node *n = c->node;
         if (f->grad_in_m) {
             /* no buffer */
-        } else if (n->on && f->kind.sharded && !n->slot_busy && f->nfull <= n->slot_floats) {
+        } else if (!n->slot_busy && fsdp_flat_fits_slot(c, f)) {
             f->grad = n->grad_slots + (size_t)c->be->rank * n->slot_floats;
             memset(f->grad, 0, f->nfull * sizeof(float));
             f->grad_in_node = 1;

@@ -139,6 +139,9 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f);
  * floats every rank maps; this rank copies in its own part).  Collective
  * only in that every rank moves the same flats; the caller syncs after. */
 fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *node);
+/* Whether the flat's gradient may accumulate in this rank's node slot
+ * (when the slot is free): a node-shared flat no larger than the slot. */
+int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f);
 /* This rank wrote its own part (an optimizer step, a checkpoint load). */
 void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f);
 

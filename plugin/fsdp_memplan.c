@@ -336,7 +336,7 @@ static size_t step_buffers(const fsdp_engine *e, const network *net)
             sim_flat *sf = &s.f[2 * k + j];
             if (!f->nt) continue;
             sf->gather = f->kind.sharded && world > 1 && !f->in_node ? f->nfull * sizeof(float) : 0;
-            sf->slot_fits = f->in_node && f->nfull <= e->node.slot_floats;
+            sf->slot_fits = fsdp_flat_fits_slot(&e->flat, f);
             sf->gathered = !sf->gather;
             if (!f->kind.state || f->grad_in_m) continue;
             sf->grad = f->nfull * sizeof(float);
@@ -361,7 +361,7 @@ static size_t slot_parts_read(const fsdp_engine *e, int r)
         size_t lo = SIZE_MAX, hi = 0;
         for (int g = 0; g < e->ngroups; ++g) {
             const fsdp_flat *f = &e->groups[g].train;
-            if (!f->in_node || f->nfull > e->node.slot_floats) continue;
+            if (!fsdp_flat_fits_slot(&e->flat, f)) continue;
             size_t a = (size_t)r * f->shard, b = a + f->shard, from = a > upto ? a : upto;
             if (b > upto && from < lo) {
                 lo = from;
