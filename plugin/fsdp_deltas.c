@@ -3,10 +3,7 @@
 #include "fsdp_deltas.h"
 #include "fsdp_layers.h"
 
-/* Which layers keep their delta buffer: those that need backward, deltas a
- * loss layer writes in forward, and deltas a route or shortcut that needs
- * backward writes into. */
-static unsigned char *keepers(const fsdp_layout_plan *p, const network *net)
+unsigned char *fsdp_deltas_keepers(const fsdp_layout_plan *p, const network *net)
 {
     int n = net->n;
     unsigned char *keep = calloc((size_t)n, 1);
@@ -50,7 +47,7 @@ static void host_free(float *p) { free(p); }
 
 void fsdp_deltas_drop_unneeded(const fsdp_layout_plan *p, network *net)
 {
-    unsigned char *keep = keepers(p, net);
+    unsigned char *keep = fsdp_deltas_keepers(p, net);
     if (!keep) return;   /* out of memory: keeping every buffer is always correct */
     drop(net, keep, offsetof(layer, delta), host_free);
 #ifdef GPU

@@ -7,6 +7,12 @@
 #include "darknet.h"
 #include "fsdp_groups.h"
 
+/* Per layer, 1 where the delta buffer is kept: the layers that need
+ * backward, deltas a loss layer writes in forward, and deltas a route or
+ * shortcut that needs backward writes into.  NULL when out of memory;
+ * the caller frees it. */
+unsigned char *fsdp_deltas_keepers(const fsdp_layout_plan *p, const network *net);
+
 /* Frees the delta buffers (host and, on GPU runs, device) of the layers
  * that need no backward, except those another layer still writes into. */
 void fsdp_deltas_drop_unneeded(const fsdp_layout_plan *p, network *net);
