@@ -25,6 +25,7 @@ static void release_network(fsdp_engine *e)
         fsdp_flat_free(&e->flat, &e->groups[g].train);
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
     }
+    fsdp_acts_release(&e->acts, &e->mem, e->net);
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
     free(e->groups);
@@ -282,6 +283,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     keep_first_backward(e, net);
     FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
+    FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     malloc_trim(0);
     if (!e->mem.device) {
@@ -479,6 +481,7 @@ static fsdp_status post_backward(fsdp_engine *e, fsdp_group *g, network *net)
 fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
 {
     if (net != e->net) return FSDP_OK;
+    fsdp_acts_forward(&e->acts, net, i, when);
     /* Groups are numbered parent before child: outer groups gather first. */
     for (int k = 0; k < e->ngroups; ++k) {
         fsdp_group *g = &e->groups[k];

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include "darknet_plugin.h"
 #include "fsdp.h"
+#include "fsdp_acts.h"
 #include "fsdp_backend.h"
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
@@ -62,6 +63,7 @@ typedef struct fsdp_engine {
     fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
     fsdp_cfg cfg;            /* keys of the cfg being parsed */
     fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
+    fsdp_acts acts;          /* activations of the layers that need no backward */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;
     fsdp_group *groups;

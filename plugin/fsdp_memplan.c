@@ -400,7 +400,7 @@ static size_t node_resident(const fsdp_engine *e)
 void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, fsdp_mem_prediction *out)
 {
     out->fixed = fixed;
-    out->activations = activations(net);
+    out->activations = activations(net) + fsdp_acts_bytes(&e->acts);
     build_and_setup(e, net, &out->build, &out->setup);
     out->model_state = e->model_state_bytes;
     out->step_buffers = step_buffers(e, net);

@@ -82,6 +82,7 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     /* Predicts a training run, which on several ranks builds staged
      * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
     e.stage.enabled = world > 1;
+    e.acts.enabled = fsdp_acts_wanted();
     fsdp_status s = fsdp_on_network_built(&e, net);
     quiet_end(saved);
     *out = e.predicted;

@@ -59,6 +59,7 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
             " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n"
             " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
             " \"step_buffers_bytes\": %zu, \"predicted_peak_bytes\": %zu,\n"
+            " \"transient_outputs\": %d, \"activation_buffers_bytes\": %zu,\n"
             " \"predicted\": {\"fixed\": %zu, \"activations\": %zu, \"build\": %zu, \"setup\": %zu, "
             "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu}}\n",
             (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
@@ -66,7 +67,7 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
             (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ, e->model_state_bytes, e->node_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull,
             e->steps > 1 ? (double)(e->faults_last_step - e->faults_first_step) / (e->steps - 1) : 0.0,
-            e->pool.footprint, e->predicted.peak, e->predicted.fixed, e->predicted.activations, e->predicted.build,
+            e->pool.footprint, e->predicted.peak, e->acts.transient, fsdp_acts_bytes(&e->acts), e->predicted.fixed, e->predicted.activations, e->predicted.build,
             e->predicted.setup, e->predicted.model_state, e->predicted.node_shared, e->predicted.step_buffers);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;

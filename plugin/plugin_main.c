@@ -173,14 +173,16 @@ static int h_broadcast_int(void *c, int *value)
 static int h_resized(void *c, network *net)
 {
     fsdp_engine *e = c;
-    if (e->net == net && e->plan.need_bwd) fsdp_deltas_drop_unneeded(&e->plan, net);
-    return DN_OK;
+    if (e->net != net || !e->plan.need_bwd) return DN_OK;
+    fsdp_deltas_drop_unneeded(&e->plan, net);
+    return to_dn(fsdp_acts_resized(&e->acts, &e->mem, net));
 }
 static int h_free(void *c, network *net) { return to_dn(fsdp_on_network_free(c, net)); }
 static int h_layer_built(void *c, network *net, int i)
 {
     fsdp_engine *e = c;
-    return to_dn(fsdp_stage_layer_built(&e->stage, net, i));
+    fsdp_status s = fsdp_acts_layer_built(&e->acts, &e->cfg, net, i);
+    return to_dn(s == FSDP_OK ? fsdp_stage_layer_built(&e->stage, net, i) : s);
 }
 static int h_load_layer(void *c, network *net, int i, dn_when w)
 {
@@ -441,6 +443,9 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK)
         engine.stage = (fsdp_stage){ .enabled = be->world > 1 && fsdp_command_trains_exactly(*argc, argv),
                                      .rank = be->rank, .world = be->world };
+    /* Training commands only: some others read a layer's output after the
+     * forward pass (fsdp_acts.h). */
+    if (s == FSDP_OK) engine.acts.enabled = fsdp_command_trains_exactly(*argc, argv) && fsdp_acts_wanted();
     engine.checkpoint = flags.checkpoint;
     engine.resume = flags.resume;
     if (s == FSDP_OK && flags.stats) engine.stats_path = strdup(flags.stats);

@@ -1,0 +1,324 @@
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_acts.h"
+#include "fsdp_deltas.h"
+#include "fsdp_layers.h"
+
+int fsdp_acts_wanted(void)
+{
+    const char *v = getenv("FSDP_ACTS");
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* ---- a layer's activation arrays, host or device ------------------------ */
+
+typedef enum { ACT_OUTPUT, ACT_DELTA, ACT_X, ACT_X_NORM } act_field;
+
+static float **field(layer *l, act_field f, int device)
+{
+#ifdef GPU
+    if (device) {
+        switch (f) {
+        case ACT_OUTPUT: return &l->output_gpu;
+        case ACT_DELTA: return &l->delta_gpu;
+        case ACT_X: return &l->x_gpu;
+        case ACT_X_NORM: return &l->x_norm_gpu;
+        }
+    }
+#endif
+    (void)device;
+    switch (f) {
+    case ACT_OUTPUT: return &l->output;
+    case ACT_DELTA: return &l->delta;
+    case ACT_X: return &l->x;
+    default: return &l->x_norm;
+    }
+}
+
+/* Gives back an array Darknet allocated, as Darknet would free it. */
+static void give_back(float **p, int device)
+{
+    if (!*p) return;
+#ifdef GPU
+    if (device) cuda_free(*p);
+    else
+#endif
+        free(*p);
+    (void)device;
+    *p = NULL;
+}
+
+/* Makes an array again as Darknet's constructors do (zeroed), Darknet's own. */
+static fsdp_status remake(float **p, size_t n, int device)
+{
+#ifdef GPU
+    if (device) {
+        *p = cuda_make_array(NULL, n);
+        return FSDP_OK;
+    }
+#endif
+    (void)device;
+    *p = calloc(n ? n : 1, sizeof(float));
+    return *p ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats of activations", n);
+}
+
+/* Layers whose output, delta and x are arrays of their own that only
+ * Darknet's forward and backward of the layer itself use.  Loss layers,
+ * recurrent layers (state carried between steps) and the rest keep
+ * theirs; dropout shares its input's. */
+static int plain_layer(const layer *l)
+{
+    switch (l->type) {
+    case CONVOLUTIONAL: case CONNECTED: case MAXPOOL: case AVGPOOL: case ROUTE: case SHORTCUT:
+    case UPSAMPLE: case REORG:
+        return !l->truth;
+    default:
+        return 0;
+    }
+}
+
+/* Batch norm a frozen layer runs in inference mode, through x. */
+static int has_bn(const layer *l)
+{
+    return ((l->type == CONVOLUTIONAL || l->type == CONNECTED) && l->batch_normalize) || l->type == BATCHNORM;
+}
+
+static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
+
+/* Where a layer's output stays even when it needs no backward: the
+ * network's output (the last layer, or the one before a final cost
+ * layer) is read after the forward pass. */
+static int read_after_forward(const network *net, int i) { return i >= net->n - 2; }
+
+/* ---- building ------------------------------------------------------------ */
+
+fsdp_status fsdp_acts_layer_built(fsdp_acts *a, const fsdp_cfg *cfg, network *net, int i)
+{
+    if (!a->enabled) return FSDP_OK;
+    if (!a->n) {
+        a->need = calloc((size_t)net->n, 1);
+        a->freed = calloc((size_t)net->n, 1);
+        if (!a->need || !a->freed) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory building layer %d", i);
+        a->n = net->n;
+        a->device = net->gpu_index >= 0;
+    }
+    if (i < 0 || i >= a->n) return fsdp_fail(FSDP_ERR_UNSUPPORTED, "layer %d built outside the network", i);
+    layer *l = &net->layers[i];
+    fsdp_tensor t[FSDP_MAX_TENSORS];
+    int frozen = i < cfg->nlayers && cfg->layers[i].frozen;
+    int need = fsdp_layer_tensors(l, t) > 0 && !frozen, in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
+    for (int j = 0; j < k && !need; ++j) need = in[j] >= 0 && in[j] < i && a->need[in[j]];
+    a->need[i] = (unsigned char)need;
+    if (need || !plain_layer(l) || read_after_forward(net, i)) return FSDP_OK;
+    /* Every layer reading it comes later: the plan decides at setup. */
+    for (act_field f = ACT_OUTPUT; f <= ACT_X_NORM; ++f) {
+        if (f != ACT_OUTPUT || !a->device) give_back(field(l, f, 0), 0);
+        if (a->device) give_back(field(l, f, 1), 1);
+    }
+    a->freed[i] = 1;
+    return FSDP_OK;
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+/* The members of producer c's output: c and the dropout layers after it. */
+#define FOR_MEMBERS(a, c, m) for (int m = (c); m < (a)->n && (a)->prod[m] == (c); ++m)
+
+static void point_members(const fsdp_acts *a, network *net, int c, float *p)
+{
+    FOR_MEMBERS(a, c, m) *field(&net->layers[m], ACT_OUTPUT, a->device) = p;
+}
+
+/* Transient outputs share buffers by lifetime: in the order they start,
+ * each takes a buffer whose last reader has run (the smallest that holds
+ * it, or else the largest, grown), or a new one. */
+static fsdp_status assign_buffers(fsdp_acts *a, const network *net)
+{
+    int *busy = calloc((size_t)a->n, sizeof *busy);
+    a->caps = calloc((size_t)a->n, sizeof *a->caps);
+    if (!busy || !a->caps) { free(busy); return fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); }
+    for (int c = 0; c < a->n; ++c) {
+        if (a->buf[c] < 0) continue;
+        size_t need = floats(&net->layers[c]);
+        int fit = -1, big = -1;
+        for (int b = 0; b < a->nbufs; ++b) {
+            if (busy[b] >= c) continue;
+            if (a->caps[b] >= need && (fit < 0 || a->caps[b] < a->caps[fit])) fit = b;
+            if (big < 0 || a->caps[b] > a->caps[big]) big = b;
+        }
+        int b = fit >= 0 ? fit : big >= 0 ? big : a->nbufs++;
+        if (a->caps[b] < need) a->caps[b] = need;
+        busy[b] = a->last[c];
+        a->buf[c] = b;
+    }
+    free(busy);
+    return FSDP_OK;
+}
+
+static fsdp_status alloc_buffers(fsdp_acts *a, const fsdp_mem_ctx *m)
+{
+    a->bufs = calloc((size_t)(a->nbufs ? a->nbufs : 1), sizeof *a->bufs);
+    if (!a->bufs) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < a->nbufs; ++b)
+        if (!(a->bufs[b] = fsdp_mem_alloc(m, a->caps[b], 1))) return FSDP_ERR_NOMEM;
+    return FSDP_OK;
+}
+
+static fsdp_status closing_lists(fsdp_acts *a)
+{
+    a->close_at = calloc((size_t)a->n + 1, sizeof *a->close_at);
+    a->close_list = calloc((size_t)a->n, sizeof *a->close_list);
+    if (!a->close_at || !a->close_list) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int c = 0; c < a->n; ++c)
+        if (a->buf[c] >= 0) ++a->close_at[a->last[c] + 1];
+    for (int i = 0; i < a->n; ++i) a->close_at[i + 1] += a->close_at[i];
+    int *at = calloc((size_t)a->n, sizeof *at);
+    if (!at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int c = 0; c < a->n; ++c)
+        if (a->buf[c] >= 0) a->close_list[a->close_at[a->last[c]] + at[a->last[c]]++] = c;
+    free(at);
+    return FSDP_OK;
+}
+
+/* Which outputs are transient, and until when each output is read. */
+static void lifetimes(fsdp_acts *a, const fsdp_layout_plan *p, const network *net)
+{
+    for (int i = 0; i < a->n; ++i) {
+        a->prod[i] = i > 0 && net->layers[i].type == DROPOUT ? a->prod[i - 1] : i;
+        a->last[i] = i;
+        /* -2: a candidate until a reader needing backward says otherwise */
+        a->buf[i] = a->prod[i] == i && !p->need_bwd[i] && plain_layer(&net->layers[i]) &&
+                    !read_after_forward(net, i) ? -2 : -1;
+    }
+    for (int j = 0; j < a->n; ++j) {
+        if (a->prod[j] != j && p->need_bwd[j]) a->buf[a->prod[j]] = -1;
+        int in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, j, in);
+        for (int r = 0; r < k; ++r) {
+            if (in[r] < 0 || in[r] >= a->n) continue;
+            int c = a->prod[in[r]];
+            if (j > a->last[c]) a->last[c] = j;
+            if (p->need_bwd[j]) a->buf[c] = -1;
+        }
+    }
+    for (int c = 0; c < a->n; ++c) {
+        if (a->buf[c] != -2) continue;
+        a->buf[c] = 0;
+        FOR_MEMBERS(a, c, m) if (read_after_forward(net, m)) a->buf[c] = -1;   /* a dropout at the end */
+    }
+}
+
+fsdp_status fsdp_acts_setup(fsdp_acts *a, const fsdp_layout_plan *p, const fsdp_mem_ctx *m, network *net)
+{
+    if (!a->enabled) return FSDP_OK;
+    if (!a->n) {   /* built without the layer_built hook (the planner): nothing was given back yet */
+        a->need = calloc((size_t)net->n, 1);
+        a->freed = calloc((size_t)net->n, 1);
+        a->n = net->n;
+    }
+    a->device = m->device;
+    int n = a->n;
+    a->prod = calloc((size_t)n, sizeof *a->prod);
+    a->buf = calloc((size_t)n, sizeof *a->buf);
+    a->last = calloc((size_t)n, sizeof *a->last);
+    a->bn = calloc((size_t)n, 1);
+    if (!a->need || !a->freed || !a->prod || !a->buf || !a->last || !a->bn)
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    lifetimes(a, p, net);
+    /* What the plan needs of the buffers given back while building. */
+    unsigned char *keep = fsdp_deltas_keepers(p, net);
+    if (!keep) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = FSDP_OK;
+    for (int i = 0; i < n && s == FSDP_OK; ++i) {
+        layer *l = &net->layers[i];
+        if (a->freed[i] && keep[i]) {
+            if (a->device) s = remake(field(l, ACT_DELTA, 0), floats(l), 0);
+            if (s == FSDP_OK) s = remake(field(l, ACT_DELTA, a->device), floats(l), a->device);
+        }
+        if (s == FSDP_OK && a->freed[i] && a->prod[i] == i && a->buf[i] < 0) {
+            float **out = field(l, ACT_OUTPUT, a->device);
+            s = remake(out, floats(l), a->device);
+            if (s == FSDP_OK) point_members(a, net, i, *out);
+        }
+        if (a->prod[i] == i && a->buf[i] >= 0) {
+            give_back(field(l, ACT_OUTPUT, a->device), a->device);
+            point_members(a, net, i, NULL);
+            a->transient += 1;
+        }
+        if (p->frozen[i] && has_bn(l)) {
+            a->bn[i] = 1;
+            for (int d = 0; d <= a->device; ++d) {
+                give_back(field(l, ACT_X, d), d);
+                give_back(field(l, ACT_X_NORM, d), d);
+            }
+        }
+    }
+    free(keep);
+    if (s == FSDP_OK) s = assign_buffers(a, net);
+    if (s == FSDP_OK) s = alloc_buffers(a, m);
+    if (s == FSDP_OK) s = closing_lists(a);
+    a->set_up = s == FSDP_OK;
+    return s;
+}
+
+/* ---- the forward pass -------------------------------------------------------- */
+
+void fsdp_acts_forward(const fsdp_acts *a, network *net, int i, dn_when when)
+{
+    if (!a->set_up || i < 0 || i >= a->n) return;
+    layer *l = &net->layers[i];
+    if (when == DN_BEFORE) {
+        if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, a->bufs[a->buf[i]]);
+        if (a->bn[i]) *field(l, ACT_X, a->device) = *field(l, ACT_OUTPUT, a->device);
+        return;
+    }
+    for (int k = a->close_at[i]; k < a->close_at[i + 1]; ++k) point_members(a, net, a->close_list[k], NULL);
+    if (a->bn[i]) *field(l, ACT_X, a->device) = NULL;
+}
+
+/* ---- resizing and the end -------------------------------------------------- */
+
+fsdp_status fsdp_acts_resized(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
+{
+    if (!a->set_up) return FSDP_OK;
+    for (int i = 0; i < a->n; ++i) {
+        layer *l = &net->layers[i];
+        if (a->prod[i] == i && a->buf[i] >= 0) {
+            give_back(field(l, ACT_OUTPUT, a->device), a->device);
+            point_members(a, net, i, NULL);
+        }
+        for (int d = 0; a->bn[i] && d <= a->device; ++d) {
+            give_back(field(l, ACT_X, d), d);
+            give_back(field(l, ACT_X_NORM, d), d);
+        }
+    }
+    for (int b = 0; b < a->nbufs; ++b) {
+        size_t need = 0;
+        for (int c = 0; c < a->n; ++c)
+            if (a->prod[c] == c && a->buf[c] == b && floats(&net->layers[c]) > need) need = floats(&net->layers[c]);
+        if (need <= a->caps[b]) continue;
+        fsdp_mem_free(m, a->bufs[b]);
+        a->caps[b] = need;
+        if (!(a->bufs[b] = fsdp_mem_alloc(m, need, 1))) return FSDP_ERR_NOMEM;
+    }
+    return FSDP_OK;
+}
+
+size_t fsdp_acts_bytes(const fsdp_acts *a)
+{
+    size_t n = 0;
+    for (int b = 0; a->set_up && b < a->nbufs; ++b) n += a->caps[b];
+    return n * sizeof(float);
+}
+
+void fsdp_acts_release(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
+{
+    if (a->set_up && net)
+        for (int i = 0; i < a->n; ++i) {
+            if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, NULL);
+            if (a->bn[i]) *field(&net->layers[i], ACT_X, a->device) = NULL;
+        }
+    for (int b = 0; a->bufs && b < a->nbufs; ++b) fsdp_mem_free(m, a->bufs[b]);
+    free(a->need); free(a->freed); free(a->prod); free(a->buf); free(a->last); free(a->bn);
+    free(a->close_at); free(a->close_list); free(a->bufs); free(a->caps);
+    *a = (fsdp_acts){ .enabled = a->enabled };
+}
