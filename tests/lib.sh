@@ -19,6 +19,16 @@ check_not() { local what=$1; shift; if "$@"; then fail "$what"; else pass "$what
 finish() { echo "$((CHECKS - FAILS)) passed, $FAILS failed"; [ "$FAILS" = 0 ]; }
 
 # make_data DIR [make-testdata options]: a small labelled image set.
+# valgrind_dn: prints a darknet that runs under valgrind (memory errors exit
+# 9: a use-after-free of a buffer given back, say, which trains the same
+# weights); fails, saying why, where there is no valgrind (skip: exit 77).
+valgrind_dn() {
+  command -v valgrind > /dev/null || { echo "skipped: no valgrind" >&2; return 1; }
+  printf '#!/bin/sh\nexec valgrind -q --error-exitcode=9 --leak-check=no "%s" "$@"\n' "$DN" > "$WORK/dn-valgrind"
+  chmod +x "$WORK/dn-valgrind"
+  echo "$WORK/dn-valgrind"
+}
+
 make_data() { "$S/tools/make-testdata" "$@" >/dev/null; }
 
 # train OUT_WEIGHTS DATA CFG [darknet args...] [WEIGHTS]: one process, no

@@ -121,12 +121,7 @@ make_cfg "$WORK/probe.cfg" $((b * np))
 # memcheck: the world-1 run under valgrind (memory errors exit 9: a
 # use-after-free of a dropped buffer, say, which trains the same weights).
 REF_DN=$DN
-case $opts in *" memcheck "*)
-  command -v valgrind > /dev/null || { echo "skipped: no valgrind"; exit 77; }
-  printf '#!/bin/sh\nexec valgrind -q --error-exitcode=9 --leak-check=no "%s" "$@"\n' "$DN" > "$WORK/dn-valgrind"
-  chmod +x "$WORK/dn-valgrind"
-  REF_DN=$WORK/dn-valgrind ;;
-esac
+case $opts in *" memcheck "*) REF_DN=$(valgrind_dn) || exit 77 ;; esac
 DN=$REF_DN train "$WORK/ref.w" "$D/data.data" "$WORK/probe.cfg" -plugin "$PLUGIN" -seed 9 -clear "$WORK/init.w"
 [ "$REF_DN" = "$DN" ] || pass "world 1 under valgrind: no memory error"
 check "world 1: frozen floats [$lo,$hi) bit-identical to the start" "$WDIFF" "$WORK/init.w" "$WORK/ref.w" --exact --floats "$lo:$hi"
