@@ -312,7 +312,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
          * faster way is one key away (it stays opt-in for what RSS shows). */
         if (!e->cfg.node_shared_set && !node_shared_unfit(e))
             fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
-                    "here once and gather nothing (faster; README: cfg keys); shard_node_shared=0 leaves this "
+                    "here once and gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this "
                     "note out\n", e->be->world);
     }
     return FSDP_OK;

@@ -5,7 +5,7 @@
 # first on the path): every program finds its libraries, the bundle's own
 # mpirun and CPU engine train 2 ranks equal to 1 rank with twice the batch,
 # and its GPU tests are found and skip honestly without a GPU.  (A bare
-# Debian chroot without Open MPI was checked by hand: see the README.)
+# Debian chroot without Open MPI was checked by hand.)
 . "$(dirname "$0")/lib.sh"
 BUNDLE=$S/deps/gpu-bundle
 if [ ! -f "$BUNDLE/bundle.txt" ]; then

@@ -83,6 +83,8 @@ for strategy in full grad_op none; do
     notes=$(grep -c "fsdp: all $np ranks share this machine: shard_node_shared=1 would keep" "$WORK/full.w.err" || true)
     if [ "$node" = 0 ] && [ "${FSDP_SHM:-1}" != 0 ]; then
       check "$np ranks, shard=full on one machine: rank 0 once points to shard_node_shared=1" [ "$notes" = 1 ]
+      check "  ... and to the page that explains it, docs/cfg-keys.md" \
+        grep -qF "gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this note out" "$WORK/full.w.err"
     else
       check "$np ranks, shard=full: no note about shard_node_shared" [ "$notes" = 0 ]
     fi
