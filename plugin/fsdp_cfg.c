@@ -122,6 +122,7 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
         if (errno || !*val || *end || n < 0)
             return error(c, file, line, "shard_auto_group=%s: expected a parameter count >= 0", val);
         c->auto_group = n;
+        c->auto_group_set = 1;
         return 1;
     }
     const fsdp_cfg_key *k = fsdp_cfg_key_find(key);

@@ -24,6 +24,7 @@ typedef struct fsdp_cfg {
     int node_shared;           /* shard_node_shared=1 */
     int node_shared_set;       /* the cfg names shard_node_shared (either value) */
     long auto_group;           /* 0: off */
+    int auto_group_set;        /* the cfg names shard_auto_group (0 included) */
     int sync_bn;               /* batch norm on the global batch statistics (default 1) */
     fsdp_layer_cfg *layers;    /* grown as layers are seen */
     int nlayers;

@@ -18,7 +18,7 @@ const fsdp_cfg_key fsdp_cfg_keys[] = {
     { "shard_node_shared", FSDP_KEY_NET, "0|1",
       "shard=full, ranks on one machine: keep the parameters once per machine in shared memory, so gathering moves nothing (default 0)" },
     { "shard_auto_group", FSDP_KEY_NET, "N",
-      "put ungrouped layers into groups auto0, auto1, ... of at least N parameters (default 0: off)" },
+      "put ungrouped layers into groups auto0, auto1, ... of at least N parameters; 0: none (default: where the cfg names no group, a 16th of the model, at least 1000000)" },
     { "sync_bn", FSDP_KEY_NET, "1|0",
       "trainable batch norm normalises with the global batch's statistics (default 1); 0: each rank's own" },
 };

@@ -85,7 +85,7 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     uint64_t h = 1469598103934665603ull;
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
-    int v[7] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)e->cfg.auto_group,
+    int v[7] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)p->auto_group,
                  (int)e->mem.align, e->cfg.sync_bn, e->cfg.node_shared };
     h = fnv(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
@@ -300,6 +300,11 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
                 "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->strategy), e->ngroups,
                 trainable, frozen, e->model_state_bytes / 1e6);
+        if (e->plan.auto_default)
+            fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
+                    "parameters (a %dth of the model, at least %d): a rank gathers one group at a time instead of "
+                    "keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
+                    e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN);
         const fsdp_mem_prediction *m = &e->predicted;
         char node_note[64] = "";
         if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);

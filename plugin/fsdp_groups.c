@@ -59,8 +59,8 @@ static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg)
         if (lc && lc->group) {
             g = group_for(p, lc->group, lc->group_line);
             auto_open = -1;
-        } else if (cfg->auto_group > 0) {
-            if (auto_open < 0 || auto_params >= (size_t)cfg->auto_group) {
+        } else if (p->auto_group > 0) {
+            if (auto_open < 0 || auto_params >= (size_t)p->auto_group) {
                 char name[32];
                 snprintf(name, sizeof name, "auto%d", auto_count++);
                 if (find_group(p, name) >= 0)
@@ -127,6 +127,23 @@ static void backward_analysis(fsdp_layout_plan *p, network *net)
     }
 }
 
+/* The cfg's shard_auto_group, or where the cfg names no grouping at all
+ * the default (fsdp_groups.h). */
+static void default_grouping(fsdp_layout_plan *p, const fsdp_cfg *cfg)
+{
+    p->auto_group = cfg->auto_group;
+    if (cfg->auto_group_set) return;
+    for (int i = 0; i < cfg->nlayers; ++i)
+        if (cfg->layers[i].group) return;
+    size_t total = 0;
+    for (int i = 0; i < p->nlayers; ++i) total += p->layer_params[i];
+    size_t n = total / FSDP_DEFAULT_GROUPS;
+    if (n < FSDP_DEFAULT_GROUP_MIN) n = FSDP_DEFAULT_GROUP_MIN;
+    if (total < 2 * n) return;
+    p->auto_group = (long)n;
+    p->auto_default = 1;
+}
+
 fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net)
 {
     memset(p, 0, sizeof *p);
@@ -157,6 +174,7 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
         p->frozen[i] = (unsigned char)(i < cfg->nlayers && cfg->layers[i].frozen);
         p->trainable[i] = (unsigned char)(nt > 0 && !p->frozen[i]);
     }
+    default_grouping(p, cfg);
     FSDP_TRY(assign_groups(p, cfg));
     FSDP_TRY(check_nesting(p, cfg));
     backward_analysis(p, net);

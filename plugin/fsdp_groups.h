@@ -27,7 +27,17 @@ typedef struct fsdp_layout_plan {
     unsigned char *need_bwd;  /* trains, or a trainable layer upstream feeds it */
     size_t *layer_params;     /* parameter floats per layer */
     int nlayers;
+    long auto_group;          /* groups auto0, auto1, ... of at least this many parameters; 0: none */
+    int auto_default;         /* chosen by the plugin: the cfg names no group (fsdp_plan_default_groups) */
 } fsdp_layout_plan;
+
+/* A cfg that names no shard_group and no shard_auto_group gets groups of
+ * consecutive layers of at least a FSDP_DEFAULT_GROUPS-th of the model's
+ * parameters, and at least FSDP_DEFAULT_GROUP_MIN: a rank then gathers one
+ * group at a time, not the model (one root group stays gathered through the
+ * step).  A model of fewer than two such groups stays in the root group. */
+#define FSDP_DEFAULT_GROUPS 16
+#define FSDP_DEFAULT_GROUP_MIN 1000000
 
 /* Builds the plan for net from the cfg keys: groups (including automatic
  * ones for shard_auto_group), spans, and the backward analysis.  Reports

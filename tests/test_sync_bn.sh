@@ -15,6 +15,11 @@
 #     N-times batch (stock Darknet has no frozen=1)
 #   refused: what cannot be synchronized, and a bad sync_bn value, stop every
 #     rank with a message and a non-zero exit
+#   default_groups: resnet18 as it comes (no grouping key), in the groups the
+#     plugin chooses (docs/DESIGN.md, "cfg keys"), under full: rank 0's line
+#     saying so, the groups the rule gives, weights against stock Darknet,
+#     bytes against the theory.  The other cases name shard_auto_group=0,
+#     the one root group their group tables describe.
 . "$(dirname "$0")/lib.sh"
 case=$1 np=$2
 D=$WORK/data
@@ -51,7 +56,7 @@ case $case in
 esac
 steps=3 sd=1
 strategies="full grad_op none"
-[ "$case" = subdiv2 ] || [ "$case" = frozen ] && strategies=full
+[ "$case" = subdiv2 ] || [ "$case" = frozen ] || [ "$case" = default_groups ] && strategies=full
 [ "$np" -gt 2 ] && strategies=full
 [ "$case" = subdiv2 ] && sd=2
 cfg=$WORK/$name.cfg
@@ -62,6 +67,7 @@ make_cfg() {
   local batch=$1 k; shift
   sed -e "s/^batch=.*/batch=$((batch * sd))/; s/^subdivisions=.*/subdivisions=$sd/" "$S/cfg/tests/$name.cfg" > "$cfg"
   for k in "$@"; do sed -i "s/^\[net\]$/[net]\n$k/" "$cfg"; done
+  [ "$case" = default_groups ] || sed -i 's/^\[net\]$/[net]\nshard_auto_group=0/' "$cfg"
   if [ "$case" = frozen ]; then
     sed -i '0,/^\[convolutional\]$/s//[convolutional]\nfrozen=1\nshard_group=trunk/' "$cfg"
     sed -i 's/^max_batches=.*/max_batches=4/' "$cfg"
@@ -97,6 +103,64 @@ make_cfg "$global"
 train "$WORK/ref.w" "$D/data.data" "$cfg" "${oracle[@]}" -seed 5 "${start[@]}"
 what="stock Darknet"
 [ "$case" = frozen ] && what="world 1"
+
+# default_groups: the groups the plugin chose, read back from the start-up
+# line and the stats file, checked against the rule (consecutive layers,
+# each group but the last of at least N = max(params / 16, 1000000)
+# parameters, the root left without layers); then the byte theory for those
+# groups, each with the batch-norm channels of its layers in the cfg.
+default_rule() { # default_rule STATS LOG
+  python3 - "$1" "$2" "$params" <<'EOF'
+import json, re, sys
+d, log, params = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), int(sys.argv[3])
+n = max(params // 16, 1000000)
+m = re.search(r"fsdp: the cfg names no groups, so its layers form (\d+) groups of at least (\d+) parameters", log)
+g = d["groups"]
+layers = [l for x in g[1:] for l in x["layers"]]
+ok = (m is not None and int(m.group(1)) == len(g) - 1 and int(m.group(2)) == n and g[0]["name"] == "(root)"
+      and g[0]["layers"] == [] and [x["name"] for x in g[1:]] == ["auto%d" % i for i in range(len(g) - 1)]
+      and layers == list(range(len(layers))) and all(x["params"] >= n for x in g[1:-1]) and g[-1]["params"] > 0
+      and sum(x["params"] for x in g) == params and len(g) - 1 >= 2)
+print("line:", m.group(0) if m else None, "groups:", [(x["name"], x["params"]) for x in g])
+sys.exit(0 if ok else 1)
+EOF
+}
+# theory_args STATS CFG: per group in STATS, check_stats.py's group argument
+# ("group NAME=...") and its batch-norm channels ("bn NAME=C").
+theory_args() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+groups = json.load(open(sys.argv[1]))["groups"]
+channels, layer = {}, -1
+for line in open(sys.argv[2]):
+    line = line.strip()
+    if line.startswith("["):
+        layer += line != "[net]"
+        f = bn = 0
+    elif line.startswith("filters="):
+        f = int(line.split("=")[1])
+    elif line == "batch_normalize=1":
+        bn = 1
+    if layer >= 0 and bn and f:
+        channels[layer] = f
+for x in groups:
+    print("group %s=%d,%d,%d,0" % (x["name"], x["trainable_params"], x["frozen_params"], x["needs_backward"]))
+    c = sum(channels.get(l, 0) for l in x["layers"])
+    if c:
+        print("bn %s=%d" % (x["name"], c))
+EOF
+}
+if [ "$case" = default_groups ]; then
+  make_cfg "$b"
+  if train_np "$WORK/default.w" "$np" "$D/data.data" "$cfg" -seed 5 -fsdp-stats "$WORK/default.json"; then
+    check "default groups: rank 0's line and the groups follow the rule" default_rule "$WORK/default.json" "$WORK/default.w.err"
+    mapfile -t groups < <(theory_args "$WORK/default.json" "$cfg" | sed -n 's/^group //p')
+    bn=()
+    while read -r g; do bn+=(--bn "$g"); done < <(theory_args "$WORK/default.json" "$cfg" | sed -n 's/^bn //p')
+  else
+    fail "$np ranks with the default groups ran"
+  fi
+fi
 
 for strategy in $strategies; do
   make_cfg "$b" "shard=$strategy"
