@@ -306,7 +306,7 @@ static fsdp_status writable(const char *flag, const char *file)
     return s;
 }
 
-/* Darknet's -seed (patch 0004), taken from argv before the plugin starts. */
+/* Darknet's -seed (darknet/src/dn_plugin.c), taken from argv before the plugin starts. */
 extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
 
