@@ -19,7 +19,9 @@
 #include <stddef.h>
 #include "darknet.h"
 
-#define DN_PLUGIN_API_VERSION 1
+/* 2: dn_hooks gained owns_gradients, layer_built and load_layer, and dn_abi
+ * hooks_size. */
+#define DN_PLUGIN_API_VERSION 2
 
 typedef enum {
     DN_OK = 0,
@@ -43,13 +45,18 @@ typedef enum {
 } dn_bn_what;
 
 /* What Darknet was built as; the plugin refuses to run on a mismatch, since
- * `layer` and `network` change layout with -DGPU and with our patches. */
+ * `layer` and `network` change layout with -DGPU and with our patches, and
+ * `dn_hooks` grows at its end with each new hook: a plugin that fills in a
+ * hook an older Darknet lacks would write past that Darknet's struct.  New
+ * fields go at the end, so a dn_abi of another API version still has
+ * api_version and the sizes where this one has them. */
 typedef struct dn_abi {
     int api_version;
     size_t layer_size;
     size_t network_size;
     size_t load_args_size;
     int gpu;
+    size_t hooks_size;
 } dn_abi;
 
 #ifdef GPU
@@ -57,15 +64,18 @@ typedef struct dn_abi {
 #else
 #define DN_ABI_GPU 0
 #endif
+/* sizeof(dn_hooks) is taken where the macro is used, after dn_hooks below. */
 #define DN_ABI_CURRENT { DN_PLUGIN_API_VERSION, sizeof(layer), sizeof(network), \
-                         sizeof(load_args), DN_ABI_GPU }
+                         sizeof(load_args), DN_ABI_GPU, sizeof(dn_hooks) }
 
-/* Field by field: padding bytes in dn_abi are not comparable. */
+/* Field by field: padding bytes in dn_abi are not comparable.  api_version
+ * first: a Darknet of API 1 passes a dn_abi without hooks_size, which is read
+ * only when the versions agree. */
 static inline int dn_abi_equal(const dn_abi *a, const dn_abi *b)
 {
     return a->api_version == b->api_version && a->layer_size == b->layer_size &&
            a->network_size == b->network_size && a->load_args_size == b->load_args_size &&
-           a->gpu == b->gpu;
+           a->gpu == b->gpu && a->hooks_size == b->hooks_size;
 }
 
 typedef struct dn_hooks {

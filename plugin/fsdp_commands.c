@@ -2,7 +2,7 @@
  *
  * A training command is exact on N ranks only when its loader hands each
  * rank its block of the global sample stream and its loop counts the global
- * batch (patches 0004, 0005, 0023, 0026, 0042): `classifier train`,
+ * batch (patches 0006, 0007, 0024, 0027, 0039): `classifier train`,
  * `detector train`, `regressor train` and `rnn train`.
  * Every other training command would run on N ranks, but each rank would
  * draw its own samples from its own rand() and the weights would match no

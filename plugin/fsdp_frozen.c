@@ -19,7 +19,7 @@ static int recurrent_batch_norm(const layer *l)
 
 /* A frozen layer with trainable layers below it passes gradients back with
  * its gradient buffers gone (NULL).  Darknet's convolutional and connected
- * layers skip those (patches 0007, 0013), batch norm is the plugin's own
+ * layers skip those (patches 0009, 0015), batch norm is the plugin's own
  * (below); deconvolutional and local layers would write through
  * NULL, and recurrent layers with batch norm would run their sub-layers'
  * training-mode batch-norm backward (NULL gradients, statistics the
@@ -86,7 +86,7 @@ typedef struct frozen_arrays {
 /* Backward through a frozen layer whose batch norm ran in inference mode:
  * y = act(scale * (x - rolling_mean) / sd(rolling_var) + bias), so the delta
  * is scaled per channel; the rest is the layer's own backward with no batch
- * norm and no gradient buffers (NULL: skipped, see patches/0007 and 0013). */
+ * norm and no gradient buffers (NULL: skipped, see patches/0009 and 0015). */
 static void frozen_backward_with(layer l, network net, const frozen_arrays *a)
 {
     /* Forward was the identity (no dropout outside training), and dropout

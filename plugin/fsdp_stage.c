@@ -51,7 +51,7 @@ fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i)
         *t[k].data = *t[k].grad = NULL;
 #ifdef GPU
         /* GPU runs: the device twins Darknet made go too; loading's
-         * push_*_layer then skips them (patch 0044) and setup copies the
+         * push_*_layer then skips them (patch 0041) and setup copies the
          * host values gathered back into the device shards. */
         if (net->gpu_index >= 0) {
             cuda_free(*t[k].data_gpu);

@@ -308,7 +308,7 @@ static fsdp_status writable(const char *flag, const char *file)
     return s;
 }
 
-/* Darknet's -seed (patch 0004), taken from argv before the plugin starts. */
+/* Darknet's -seed (darknet/src/dn_plugin.c), taken from argv before the plugin starts. */
 extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
 
@@ -382,10 +382,17 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
 {
     dn_abi mine = DN_ABI_CURRENT;
     if (!dn_abi_equal(abi, &mine)) {
-        fsdp_fail(FSDP_ERR_ABI, "libdarknet_fsdp.so was built for a different Darknet (plugin API %d/%d, "
-                  "sizeof(layer) %zu/%zu, sizeof(network) %zu/%zu, GPU %d/%d: plugin/darknet); "
-                  "rebuild both with tools/setup", mine.api_version, abi->api_version, mine.layer_size,
-                  abi->layer_size, mine.network_size, abi->network_size, mine.gpu, abi->gpu);
+        /* Another API version's dn_abi may end before hooks_size. */
+        if (abi->api_version != mine.api_version)
+            fsdp_fail(FSDP_ERR_ABI, "libdarknet_fsdp.so was built for a different Darknet (plugin API %d/%d: "
+                      "plugin/darknet); rebuild both with tools/setup", mine.api_version, abi->api_version);
+        else
+            fsdp_fail(FSDP_ERR_ABI, "libdarknet_fsdp.so was built for a different Darknet (plugin API %d/%d, "
+                      "sizeof(layer) %zu/%zu, sizeof(network) %zu/%zu, sizeof(load_args) %zu/%zu, "
+                      "sizeof(dn_hooks) %zu/%zu, GPU %d/%d: plugin/darknet); rebuild both with tools/setup",
+                      mine.api_version, abi->api_version, mine.layer_size, abi->layer_size,
+                      mine.network_size, abi->network_size, mine.load_args_size, abi->load_args_size,
+                      mine.hooks_size, abi->hooks_size, mine.gpu, abi->gpu);
         return DN_ERR_ABI;
     }
     /* Buffers of 4 MB and more mapped and unmapped on their own: glibc

@@ -1,5 +1,5 @@
 /* Darknet's CPU kernels as Debian's source has them (darknet
- * 0.0.0+git20180914), before patches 0035-0038, renamed stock_*: the oracle
+ * 0.0.0+git20180914), before patches 0031-0034, renamed stock_*: the oracle
  * that tests/test_kernels.c compares the patched kernels against.  Keep them
  * as they are. */
 #include <float.h>

@@ -33,7 +33,7 @@ run_plugin() { # run_plugin CFG [BASE_FOR_OTHER_RANKS]
     out=$(cd "$D" && ulimit -v 8000000 && timeout -k 2 $LIMIT "${MPIRUN[@]}" -np 2 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$1" 2>&1) || rc=$?
   fi
 }
-# Stock Darknet refuses frozen=1 without the plugin (patch 0021) before
+# Stock Darknet refuses frozen=1 without the plugin (patch 0022) before
 # it trains: without those lines it runs the same layers.
 run_stock() {
   rc=0

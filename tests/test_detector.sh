@@ -109,7 +109,7 @@ case $case_name in
     check "yolov2-tiny: the plugin on 1 rank equals stock Darknet ($("$WDIFF" "$WORK/stock.w" "$WORK/w1.w" --tol 1e-5 | head -1))" \
       "$WDIFF" "$WORK/stock.w" "$WORK/w1.w" --tol 1e-5
     # subdivisions=2: the ranks' micro-batch i together is one process's
-    # micro-batch i (patch 0029's layout), batch norm included.
+    # micro-batch i (patch 0023's layout), batch norm included.
     sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((2 * b * np))/" "$WORK/s.cfg"
     sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((2 * b))/" "$WORK/r.cfg"
     det "$WORK/stock.w" 0 "$WORK/s.cfg" -seed 5

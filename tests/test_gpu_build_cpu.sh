@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU build on the CPU (-nogpu, patch 0015) against the CPU build, same
+# The GPU build on the CPU (-nogpu, patch 0017) against the CPU build, same
 # seed and ranks: the GPU build's plugin has its own struct layouts (the
 # tensor table's *_gpu fields, Darknet's GPU-only layer fields) and its
 # host paths, which no GPU is needed to check.  A GPU build whose plugin

@@ -1,4 +1,4 @@
-/* Darknet's CPU kernels as patched (patches 0035-0038: im2col, maxpool,
+/* Darknet's CPU kernels as patched (patches 0031-0034: im2col, maxpool,
  * activations, col2im) against copies of the stock ones (tests/kernels_stock.c), on
  * seeded random inputs over many shapes.  The patches keep each element's
  * operations, so the results must be the same bits (any NaN for a NaN),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `darknet rnn train` (character-level, patches 0042-0043) on NP ranks with
+# `darknet rnn train` (character-level, patches 0039-0040) on NP ranks with
 # b streams each against stock Darknet, one process with NP*b streams, under
 # -seed: weights equal to float tolerance for each strategy, two NP-rank
 # runs byte-identical, and training moved the weights well beyond the

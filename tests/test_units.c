@@ -1,5 +1,6 @@
 /* Criterion unit tests (single process): cfg keys, the group plan, flat
- * layout and padding, and the sharded optimizer against Darknet's own update. */
+ * layout and padding, the sharded optimizer against Darknet's own update, and
+ * the ABI stamp's comparison. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "fsdp_optim.h"
 #include "fsdp_sum.h"
 #include "connected_layer.h"
+#include "darknet_plugin.h"
 #include "parser.h"
 
 /* ---- cfg keys ---------------------------------------------------------- */
@@ -420,4 +422,22 @@ Test(mem, pool_reuses_fits_within_twice_and_serves_repeated_steps)
     }
     fsdp_mem_pool_drain(&m);
     cr_assert_eq(pool.bytes, 0);
+}
+
+/* ---- the ABI stamp ------------------------------------------------------ */
+
+/* A Darknet and a plugin that differ in any one field refuse each other:
+ * test_abi.sh sees layer, network and GPU differ at once; here each alone. */
+Test(abi, every_field_counts)
+{
+    const dn_abi cur = DN_ABI_CURRENT;
+    cr_assert_eq(cur.hooks_size, sizeof(dn_hooks));
+    dn_abi a = cur;
+    cr_assert(dn_abi_equal(&a, &cur));
+    a = cur; a.api_version++; cr_assert(!dn_abi_equal(&a, &cur), "api_version");
+    a = cur; a.layer_size++; cr_assert(!dn_abi_equal(&a, &cur), "layer_size");
+    a = cur; a.network_size++; cr_assert(!dn_abi_equal(&a, &cur), "network_size");
+    a = cur; a.load_args_size++; cr_assert(!dn_abi_equal(&a, &cur), "load_args_size");
+    a = cur; a.gpu = !a.gpu; cr_assert(!dn_abi_equal(&a, &cur), "gpu");
+    a = cur; a.hooks_size -= sizeof(void *); cr_assert(!dn_abi_equal(&a, &cur), "hooks_size: a hook fewer");
 }
