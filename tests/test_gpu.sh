@@ -34,7 +34,8 @@ for s in full grad_op none; do
     "$WDIFF" "$WORK/one-$s.w" "$WORK/mpi2-$s.w" --tol 1e-4
 done
 
-# 3. The linear probe on the GPU: a frozen nested trunk stays bit-identical.
+# 3. The linear probe on the GPU: a frozen nested trunk stays bit-identical,
+# and keeps no activations for backward.
 c=$(test_cfg tiny 4)
 probe_cfg "$c"
 train "$WORK/init.w" "$D/data.data" "$S/cfg/tests/tiny.cfg" -seed 2
@@ -42,6 +43,12 @@ train_np "$WORK/probe2.w" 2 "$D/data.data" "$c" -seed 6 -clear -fsdp-backend mpi
 check "GPU probe: the frozen trunk (475 floats) is bit-identical" "$WDIFF" "$WORK/init.w" "$WORK/probe2.w" --exact --floats 0:475
 check "GPU probe: no reduce-scatter for the frozen trunk" \
   python3 -c "import json,sys; d=json.load(open('$WORK/probe.json')); g={x['name']: x for x in d['groups']}; sys.exit(0 if g['trunk.a']['reduce_scatter_bytes'] == 0 and g['trunk.b']['backward_gathers'] == 0 else 1)"
+# The trunk's activations (fsdp_acts.h) on the device: layers 0 and 1 (the
+# first convolution and its pool) need no backward and feed none that does.
+check "GPU probe: the trunk's two transient outputs live in shared device buffers" \
+  python3 -c "import json,sys; d=json.load(open('$WORK/probe.json')); sys.exit(0 if d['transient_outputs'] == 2 and d['activation_buffers_bytes'] > 0 else 1)"
+FSDP_ACTS=0 train_np "$WORK/probe2-kept.w" 2 "$D/data.data" "$c" -seed 6 -clear -fsdp-backend mpi-staged "$WORK/init.w"
+check "GPU probe: byte-identical to keeping every activation (FSDP_ACTS=0)" cmp "$WORK/probe2.w" "$WORK/probe2-kept.w"
 sed 's/^batch=4/batch=8/' "$c" > "$WORK/probe8.cfg"
 cpu_train "$WORK/probe-cpu.w" "$D/data.data" "$WORK/probe8.cfg" -plugin "$CPU/libdarknet_fsdp.so" -seed 6 -clear "$WORK/init.w"
 check "GPU probe on 2 ranks equals the CPU engine on one" "$WDIFF" "$WORK/probe-cpu.w" "$WORK/probe2.w" --tol 1e-3
