@@ -14,6 +14,7 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint) },
     { "-fsdp-resume", NULL, "load those shard checkpoints beside the weights file given; training continues exactly", VALUE(resume) },
     { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan) },
+    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget) },
     { "-fsdp-help", NULL, "print this help and exit", VALUE(help) },
 };
 const int fsdp_nflags = (int)(sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]);

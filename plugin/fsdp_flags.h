@@ -14,6 +14,7 @@ typedef struct fsdp_flags {
     const char *backend;   /* -fsdp-backend mpi|nccl */
     const char *timeout;   /* -fsdp-timeout SECONDS (fsdp_watch.h) */
     const char *plan;      /* -fsdp-plan N (fsdp_planner.h) */
+    const char *budget;    /* -fsdp-budget MB, with -fsdp-plan */
     int checkpoint;        /* -fsdp-checkpoint */
     int resume;            /* -fsdp-resume */
     int help;              /* -fsdp-help */

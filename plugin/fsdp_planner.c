@@ -95,7 +95,108 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     return s != FSDP_OK ? s : f;
 }
 
-fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, dn_hooks *hooks, FILE *out)
+/* [net]'s batch and subdivisions as Darknet reads them (spaces dropped;
+ * subdivisions 1 when absent). */
+static fsdp_status net_batch(const char *cfg, int *batch, int *subdivisions)
+{
+    FILE *f = fopen(cfg, "r");
+    if (!f) return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget: cannot read %s", cfg);
+    char line[4096];
+    int in_net = 0;
+    *batch = 1;
+    *subdivisions = 1;
+    while (fgets(line, sizeof line, f)) {
+        char key[4096];
+        size_t k = 0;
+        for (const char *c = line; *c && *c != '\n'; ++c)
+            if (*c != ' ' && *c != '\t' && *c != '\r') key[k++] = *c;
+        key[k] = 0;
+        if (key[0] == '[') {
+            if (in_net) break;
+            in_net = !strcmp(key, "[net]") || !strcmp(key, "[network]");
+        } else if (in_net && !strncmp(key, "batch=", 6)) {
+            *batch = atoi(key + 6);
+        } else if (in_net && !strncmp(key, "subdivisions=", 13)) {
+            *subdivisions = atoi(key + 13);
+        }
+    }
+    fclose(f);
+    return *batch > 0 && *subdivisions > 0 ? FSDP_OK
+           : fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget: %s: [net] needs batch and subdivisions of at least 1", cfg);
+}
+
+/* A copy of cfg in a temporary file with [net]'s subdivisions set to sub:
+ * the line inserted after the section's header comes first, so Darknet's
+ * first-match lookup takes it. */
+static fsdp_status with_subdivisions(const char *cfg, int sub, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/fsdp-plan-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(path);
+    FILE *in = fopen(cfg, "r"), *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!in || !out) {
+        if (in) fclose(in);
+        if (out) fclose(out);
+        else if (fd >= 0) close(fd);
+        if (fd >= 0) remove(path);
+        return fsdp_fail(FSDP_ERR_IO, "-fsdp-budget: cannot copy %s into %s", cfg, path);
+    }
+    char line[4096];
+    int done = 0;
+    while (fgets(line, sizeof line, in)) {
+        fputs(line, out);
+        if (!done && (!strncmp(line, "[net]", 5) || !strncmp(line, "[network]", 9))) {
+            fprintf(out, "subdivisions=%d\n", sub);
+            done = 1;
+        }
+    }
+    fclose(in);
+    if (fclose(out) != 0 || !done) {
+        remove(path);
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget: %s has no [net] section", cfg);
+    }
+    return FSDP_OK;
+}
+
+/* The budget table (fsdp_planner.h). */
+static fsdp_status fit_budget(const char *cfg, long max_world, const char *budget, size_t fixed, dn_hooks *hooks,
+                              FILE *out)
+{
+    char *end = NULL;
+    double mb = strtod(budget, &end);
+    if (!*budget || *end || !(mb > 0))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: expected megabytes per rank, more than 0", budget);
+    int batch = 0, sub0 = 0;
+    FSDP_TRY(net_batch(cfg, &batch, &sub0));
+    fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks the fewest "
+            "subdivisions (the cfg's batch=%d per rank kept: more subdivisions, fewer images per forward):\n\n"
+            "| ranks | subdivisions | images per forward | predicted peak per rank (MB) |\n|---|---|---|---|\n",
+            budget, batch);
+    for (long w = 1; w <= max_world; ++w) {
+        double least = 0;
+        int fit = 0, last = sub0;
+        for (int s = sub0; s <= batch && !fit; s *= 2) {
+            if (batch % s) continue;
+            char path[4096];
+            fsdp_mem_prediction p;
+            if (s != sub0) FSDP_TRY(with_subdivisions(cfg, s, path, sizeof path));
+            fsdp_status st = predict(s != sub0 ? path : cfg, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p);
+            if (s != sub0) remove(path);
+            FSDP_TRY(st);
+            least = p.peak / 1e6;
+            last = s;
+            if (least <= mb) {
+                fprintf(out, "| %ld | %d | %d | %.1f |\n", w, s, batch / s, least);
+                fit = 1;
+            }
+            if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
+        }
+        if (!fit)
+            fprintf(out, "| %ld | none fits | at %d subdivisions, %d | %.1f |\n", w, last, batch / last, least);
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks, FILE *out)
 {
     char *end = NULL;
     long n = max_world ? strtol(max_world, &end, 10) : 0;
@@ -120,5 +221,5 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, dn_hooks *h
         }
         fprintf(out, "\n");
     }
-    return FSDP_OK;
+    return budget ? fit_budget(cfg, n, budget, fixed, hooks, out) : FSDP_OK;
 }

@@ -415,8 +415,13 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.plan) {
         /* A prediction of host memory, in this one process: no MPI, no GPU. */
         gpu_index = -1;
-        s = fsdp_planner_run(*argc > 1 ? argv[1] : NULL, flags.plan, h, stdout);
+        s = fsdp_planner_run(*argc > 1 ? argv[1] : NULL, flags.plan, flags.budget, h, stdout);
         return s == FSDP_OK ? DN_DONE : DN_ERR_CONFIG;
+    }
+    if (s == FSDP_OK && flags.budget) {
+        fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: it bounds the settings -fsdp-plan prints; give -fsdp-plan N CFG "
+                  "with it", flags.budget);
+        return DN_ERR_CONFIG;
     }
     const char *backend = flags.backend;
 

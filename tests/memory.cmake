@@ -6,3 +6,4 @@ set_property(TEST memory_np1_np2 memory_np3_np4 APPEND PROPERTY LABELS slow)
 # root only; exit 77 skips where there is none).
 fsdp_script_test(memory_cap_np4 test_memory_cap.sh)
 set_property(TEST memory_cap_np4 PROPERTY SKIP_RETURN_CODE 77)
+fsdp_script_test(plan_budget test_plan_budget.sh)
