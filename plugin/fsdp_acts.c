@@ -129,6 +129,22 @@ static void point_members(const fsdp_acts *a, network *net, int c, float *p)
     FOR_MEMBERS(a, c, m) *field(&net->layers[m], ACT_OUTPUT, a->device) = p;
 }
 
+/* A delta given back while building that the plan keeps (fsdp_deltas.h),
+ * for c or a dropout layer sharing it: made again, shared again. */
+static fsdp_status restore_delta(const fsdp_acts *a, network *net, int c, const unsigned char *keep)
+{
+    int kept = 0;
+    FOR_MEMBERS(a, c, m) kept |= keep[m];
+    if (!a->freed[c] || !kept) return FSDP_OK;
+    layer *l = &net->layers[c];
+    for (int d = 0; d <= a->device; ++d) {
+        /* GPU runs: the host twin too, as Darknet would have it. */
+        FSDP_TRY(remake(field(l, ACT_DELTA, d), floats(l), d));
+        FOR_MEMBERS(a, c, m) *field(&net->layers[m], ACT_DELTA, d) = *field(l, ACT_DELTA, d);
+    }
+    return FSDP_OK;
+}
+
 /* Transient outputs share buffers by lifetime: in the order they start,
  * each takes a buffer whose last reader has run (the smallest that holds
  * it, or else the largest, grown), or a new one. */
@@ -230,10 +246,7 @@ fsdp_status fsdp_acts_setup(fsdp_acts *a, const fsdp_layout_plan *p, const fsdp_
     fsdp_status s = FSDP_OK;
     for (int i = 0; i < n && s == FSDP_OK; ++i) {
         layer *l = &net->layers[i];
-        if (a->freed[i] && keep[i]) {
-            if (a->device) s = remake(field(l, ACT_DELTA, 0), floats(l), 0);
-            if (s == FSDP_OK) s = remake(field(l, ACT_DELTA, a->device), floats(l), a->device);
-        }
+        if (a->prod[i] == i) s = restore_delta(a, net, i, keep);
         if (s == FSDP_OK && a->freed[i] && a->prod[i] == i && a->buf[i] < 0) {
             float **out = field(l, ACT_OUTPUT, a->device);
             s = remake(out, floats(l), a->device);

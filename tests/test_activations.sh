@@ -6,7 +6,10 @@
 # equal to one process with the NP-times batch; the trunk without batch norm
 # and dropout equal to stock Darknet with learning_rate=0 on it; the
 # activation bytes against the theory below.
-# usage: test_activations.sh NP [subdiv2] [memcheck]
+# usage: test_activations.sh NP [subdiv2] [memcheck] [route_into_dropout]
+#   route_into_dropout: a trunk whose frozen dropout a route needing backward
+#     reads: the delta the route writes into, given back while building, is
+#     made again, and the output it shares is kept (no transient output).
 . "$(dirname "$0")/lib.sh"
 np=$1
 opts=" ${*:2} "
@@ -42,6 +45,21 @@ body() {
   printf '\n[connected]\nshard_group=head\noutput=3\nactivation=linear\n'
   printf '\n[softmax]\n'
 }
+# route_into_dropout's network: 0 conv 4 (frozen), 1 dropout (frozen, sharing
+# 0's output and delta), 2 conv 4 (trains), 3 route -1,-2 (needs backward:
+# writes into 1's delta), 4 maxpool, 5 connected 3, 6 softmax.  Nothing is
+# transient: layer 0's output is read by layer 2, which trains.
+body_route() {
+  printf '[net]\nbatch=%s\nsubdivisions=%s\nwidth=16\nheight=16\nchannels=3\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant\n' "$1" "$sd"
+  printf '\n[convolutional]\nfrozen=1\nshard_group=trunk\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
+  printf '\n[dropout]\nfrozen=1\nprobability=.5\n'
+  printf '\n[convolutional]\nshard_group=head\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
+  printf '\n[route]\nlayers=-1,-2\n'
+  printf '\n[maxpool]\nsize=2\nstride=2\n'
+  printf '\n[connected]\nshard_group=head\noutput=3\nactivation=linear\n'
+  printf '\n[softmax]\n'
+}
+case $opts in *" route_into_dropout "*) route=1 ;; *) route=0 ;; esac
 # The theory.  Transient: layers 0-3 and 5-8, eight outputs, each living from
 # its forward to its last reader's.  Taken in order, each into a free buffer
 # (the smallest that holds it, else the largest, grown), else a new one:
@@ -52,8 +70,10 @@ body() {
 # x_norm (2 * (1024 + 384) = 2816).  Deltas: as without (fsdp_deltas.h).
 
 cfg_for() { # cfg_for OUT IMAGES_PER_RANK
-  body $(($2 * sd)) > "$1"
+  if [ "$route" = 1 ]; then body_route $(($2 * sd)) > "$1"; else body $(($2 * sd)) > "$1"; fi
 }
+# Per image: transient outputs, shared buffer floats, floats saved; trunk floats.
+if [ "$route" = 1 ]; then theory="0 0 0" trunk=112; else theory="8 5120 6144" trunk=1058; fi
 
 cfg_for "$WORK/init.cfg" "$b"
 sed -i '/^frozen=\|^shard_group=/d; s/^max_batches=.*/max_batches=1/' "$WORK/init.cfg"
@@ -71,21 +91,22 @@ DN=$REF_DN train "$WORK/one.w" "$D/data.data" "$WORK/one.cfg" -plugin "$PLUGIN" 
 FSDP_ACTS=0 DN=$REF_DN train "$WORK/one-kept.w" "$D/data.data" "$WORK/one.cfg" -plugin "$PLUGIN" -seed 9 -clear \
   -fsdp-stats "$WORK/one-kept.json" "$WORK/init.w"
 check "world 1: byte-identical to keeping every activation" cmp "$WORK/one.w" "$WORK/one-kept.w"
-check "world 1: the trunk bit-identical to the start" "$WDIFF" "$WORK/init.w" "$WORK/one.w" --exact --floats 0:1058
-check_not "world 1: the head trained" "$WDIFF" "$WORK/init.w" "$WORK/one.w" --exact --floats 1058:999999
+check "world 1: the trunk bit-identical to the start" "$WDIFF" "$WORK/init.w" "$WORK/one.w" --exact --floats 0:$trunk
+check_not "world 1: the head trained" "$WDIFF" "$WORK/init.w" "$WORK/one.w" --exact --floats $trunk:999999
 
 # The stats against the theory, for the images one forward holds (the
 # cfg's batch over subdivisions): b*np at world 1, b on each of NP ranks.
 stats_check() { # stats_check STATS KEPT_STATS IMAGES_PER_FORWARD
-  python3 - "$@" <<'EOF'
+  python3 - "$@" $theory <<'EOF'
 import json, sys
 d, k, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
-want = {"transient_outputs": 8, "activation_buffers_bytes": 5120 * n * 4}
+transient, buffers, saved_floats = (int(x) for x in sys.argv[4:7])
+want = {"transient_outputs": transient, "activation_buffers_bytes": buffers * n * 4}
 got = {key: d[key] for key in want}
 saved = k["predicted"]["activations"] - d["predicted"]["activations"]
 ok = got == want and k["transient_outputs"] == 0 and k["activation_buffers_bytes"] == 0 \
-     and saved == (8448 + 2816 - 5120) * n * 4
-print("got", got, "saved", saved, "want", want, "saved", (8448 + 2816 - 5120) * n * 4)
+     and saved == saved_floats * n * 4
+print("got", got, "saved", saved, "want", want, "saved", saved_floats * n * 4)
 sys.exit(0 if ok else 1)
 EOF
 }
@@ -105,6 +126,7 @@ else
   fail "$np ranks ran"
 fi
 
+[ "$route" = 1 ] && { finish; exit; }
 # Stock Darknet, on the trunk without batch norm and dropout (which run in
 # training mode there), learning_rate=0 on it: the same head.
 # (Without the dropout layer the route's second source is 4 layers back.)
