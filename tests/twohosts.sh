@@ -68,6 +68,17 @@ EOF
   chmod +x "$WORK/th-agent"
 }
 
+# th_reaper: removes the two namespaces once this shell is gone, however it
+# ends (a SIGKILL runs no trap: CTest's timeout); in its own session, so
+# that a kill of the test's process group does not reach it.
+th_reaper() {
+  setsid sh -c 'while kill -0 "$0" 2> /dev/null; do sleep 1; done
+    for ns in "$1" "$2"; do
+      for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null; done
+      ip netns del "$ns" 2> /dev/null
+    done; exit 0' "$$" "$TH_A" "$TH_B" < /dev/null > /dev/null 2>&1 &
+}
+
 # twohosts_up TAG: the two machines, named after TAG (one per test, so that
 # CTest may run tests side by side) and this shell's pid.
 twohosts_up() {
@@ -83,6 +94,7 @@ twohosts_up() {
   local why
   why=$(ip netns add "$TH_A" 2>&1) || { TH_A=; twohosts_skip "cannot make a network namespace: $why"; }
   ip netns add "$TH_B"
+  th_reaper
   ip netns exec "$TH_A" unshare --uts true 2> /dev/null || twohosts_skip "unshare --uts refused inside a namespace"
   ip link add "$TH_DEV" netns "$TH_A" type veth peer name "$TH_DEV" netns "$TH_B"
   ip -n "$TH_A" addr add "$TH_ADDR_A/30" dev "$TH_DEV"
