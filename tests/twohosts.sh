@@ -47,7 +47,9 @@ twohosts_down() {
 }
 
 # on_a CMD... / on_b CMD...: CMD inside machine a (hostname fsdp-host-a) or b.
+# shellcheck disable=SC2016 # "$0" and "$@" are the inner shell's
 on_a() { ip netns exec "$TH_A" unshare --uts sh -c 'hostname "$0" && exec "$@"' fsdp-host-a "$@"; }
+# shellcheck disable=SC2016
 on_b() { ip netns exec "$TH_B" unshare --uts sh -c 'hostname "$0" && exec "$@"' fsdp-host-b "$@"; }
 
 # th_agent: Open MPI's stand-in for ssh.  mpirun calls it as it would call
@@ -72,6 +74,7 @@ EOF
 # ends (a SIGKILL runs no trap: CTest's timeout); in its own session, so
 # that a kill of the test's process group does not reach it.
 th_reaper() {
+  # shellcheck disable=SC2016 # the watcher's own arguments
   setsid sh -c 'while kill -0 "$0" 2> /dev/null; do sleep 1; done
     for ns in "$1" "$2"; do
       for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null; done
@@ -107,6 +110,7 @@ twohosts_up() {
   th_agent
   # The environment reaches machine b's daemon through the agent (it is
   # mpirun's child); the flags keep Open MPI to the link and to TCP.
+  # shellcheck disable=SC2034,SC2054 # used by the scripts that source this; --host takes a comma list
   TH_MPIRUN=("${MPIRUN[@]}" --host "$TH_ADDR_A:4,$TH_ADDR_B:4" --mca plm_rsh_agent "$WORK/th-agent"
              --mca btl tcp,self --mca btl_tcp_if_include "$TH_DEV" --mca oob_tcp_if_include "$TH_DEV")
 }
