@@ -7,6 +7,7 @@
 #               grad_op and none, and the plugin's world of one for a frozen
 #               nested trunk; the stats' bytes_to_other_hosts equal the
 #               theory and the link carried at least what must cross it;
+#               machine b given another cfg is refused by name;
 #               then 2 ranks with the link limited to 20 Mbit/s (tc tbf):
 #               the weights file of the fast link, byte for byte
 #   sync_bn     synchronized batch norm (resnet18) on 2 ranks, one per machine
@@ -127,6 +128,17 @@ equiv)
   else
     fail "a frozen nested trunk on two machines ran"
   fi
+  # A machine given another cfg: refused by name on both, before the first step.
+  sed 's/^learning_rate=.*/learning_rate=0.1/' "$WORK/tiny.cfg" > "$WORK/lr.cfg"
+  rm -rf "$D/backup"; mkdir -p "$D/backup"
+  rc=0
+  (cd "$D" && on_a timeout 60 "${TH_MPIRUN[@]}" \
+     -np 1 --host "$TH_ADDR_A" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$WORK/tiny.cfg" : \
+     -np 1 --host "$TH_ADDR_B" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$WORK/lr.cfg" \
+     > "$WORK/odd.log" 2>&1) || rc=$?
+  said=$(grep -c "lr.cfg:$(grep -n -m1 '^learning_rate=0.1$' "$WORK/lr.cfg" | cut -d: -f1): learning_rate=0.1: the ranks were given different networks" "$WORK/odd.log" || true)
+  check "machine b given another cfg: refused by name ($said lines), exit $rc, no weights written" \
+    [ "$rc" != 0 -a "$rc" != 124 -a "$said" -ge 1 -a -z "$(ls "$D/backup")" ]
   # A slow link: the same floats, later (2 ranks: start-up's warm-up
   # collectives, plugin/fsdp_memplan.c, grow with the world).
   test_cfg tiny $((b * 2)) shard=full > /dev/null
