@@ -6,7 +6,7 @@
 #               equal stock Darknet with the 4-times batch for shard=full,
 #               grad_op and none, and the plugin's world of one for a frozen
 #               nested trunk; the stats' bytes_to_other_hosts equal the
-#               theory and the link carried at least what must cross it;
+#               theory;
 #               machine b given another cfg is refused by name;
 #               then 2 ranks with the link limited to 20 Mbit/s (tc tbf):
 #               the weights file of the fast link, byte for byte
@@ -38,17 +38,6 @@ train_2h() {
      > "$out.log" 2> "$out.err") \
     || { echo "mpirun -np $np on two machines failed, log:"; tail -n 30 "$out.log" "$out.err"; return 1; }
   cp "$(dirname "$data")/backup/$base.weights" "$out"
-}
-
-# crossed STATS SENT: SENT (bytes machine a put on the link) holds at least
-# what must cross: each all-gather's parts of a's ranks, each reduce-scatter's
-# sums for b's ranks (half the buffer each, 2 ranks a machine), each
-# all-reduce whole.
-crossed() {
-  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["bytes"]
-need = (b["all_gather"] + b["reduce_scatter"]) // 2 + b["all_reduce"] + b["bn_all_reduce"]
-print("link: %d bytes from a, at least %d must cross" % (int(sys.argv[2]), need))
-sys.exit(0 if need > 0 and int(sys.argv[2]) >= need else 1)' "$1" "$2"
 }
 
 # ---- faults: one launch with a fault put in once training runs ------------
@@ -104,16 +93,13 @@ equiv)
   for strategy in full grad_op none; do
     cfg=$(test_cfg tiny $b shard=$strategy)
     cp "$cfg" "$WORK/tiny.cfg"
-    a0=$(th_bytes "$TH_A")
     train_2h "$WORK/$strategy.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5 -fsdp-stats "$WORK/$strategy.json" ||
       { fail "shard=$strategy on two machines ran"; continue; }
-    sent=$(( $(th_bytes "$TH_A") - a0 ))
     check "two machines, 4 ranks round-robin, shard=$strategy: weights equal one process with batch $((b * np))" \
       "$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4
     check "shard=$strategy: the stats' bytes, bytes_to_other_hosts included, equal the theory" \
       python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world $np --strategy $strategy --steps "$steps" \
         --hosts "$hosts_rr" "(root)=2453,0,1,0" "body=475,0,1,0"
-    check "shard=$strategy: the link carried what must cross ($sent bytes from a)" crossed "$WORK/$strategy.json" "$sent"
     check_not "shard=$strategy, default -fsdp-timeout: no note on keepalive" grep -q "mpirun notices a lost machine" "$WORK/$strategy.w.err"
   done
   # The linear probe: tiny's trunk frozen in two nested groups.

@@ -115,5 +115,5 @@ twohosts_up() {
              --mca btl tcp,self --mca btl_tcp_if_include "$TH_DEV" --mca oob_tcp_if_include "$TH_DEV")
 }
 
-# th_bytes NS: bytes sent on NS's end of the link so far.
+# th_bytes NS: bytes sent on NS's end of the link so far (for measuring by hand).
 th_bytes() { ip netns exec "$1" cat "/sys/class/net/$TH_DEV/statistics/tx_bytes"; }
