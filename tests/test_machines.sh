@@ -44,15 +44,18 @@ train_2h() {
 # run_fault WHAT TIMEOUT PATTERN FAULT...: trains long.cfg on 2 ranks (one per
 # machine) with -fsdp-timeout TIMEOUT; after the first save runs FAULT; then
 # every process on both machines must be gone within TIMEOUT + 15 s of it,
-# mpirun non-zero, its output matching PATTERN, and the backup folder
-# holding only complete weights files.
+# mpirun non-zero, its output matching PATTERN, and every weights and
+# checkpoint file in the backup folder whole (as large as the first save's;
+# a FILE.tmp an interrupted save leaves is not one, and the next save
+# removes it).
 run_fault() {
   local what=$1 to=$2 pat=$3; shift 3
   local bound=$((to + 15)) why="" rc=0 t0 gone
   rm -rf "$D/backup"; mkdir -p "$D/backup"
   (cd "$D" && on_a timeout -k 5 $((bound + 60)) "${TH_MPIRUN[@]}" -np 2 --map-by node "$DN" -plugin "$PLUGIN" \
-     classifier train "$D/data.data" "$WORK/long.cfg" -fsdp-timeout "$to" > "$WORK/fault.log" 2>&1) & local mp=$!
-  for _ in $(seq 300); do [ -e "$D/backup/long_1.weights" ] && break; sleep 0.1; done
+     classifier train "$D/data.data" "$WORK/long.cfg" -fsdp-timeout "$to" -fsdp-checkpoint > "$WORK/fault.log" 2>&1) &
+  local mp=$!
+  for _ in $(seq 300); do [ -e "$D/backup/long_1.weights.fsdp-1-of-2" ] && break; sleep 0.1; done
   t0=$(date +%s%N)
   "$@"
   gone=""
@@ -64,10 +67,15 @@ run_fault() {
   [ -n "$gone" ] || why="processes left after $bound s: $(ip netns pids "$TH_A") | $(ip netns pids "$TH_B")"
   [ "$rc" != 0 ] || why="$why; mpirun exit 0"
   grep -qE -- "$pat" "$WORK/fault.log" || why="$why; no message matching '$pat'"
-  local f size; size=$(stat -c %s "$D/backup/long_1.weights")
+  local f first
   for f in "$D"/backup/*; do
-    case $f in *.weights) [ "$(stat -c %s "$f")" = "$size" ] || why="$why; $(basename "$f") half-written" ;;
-                *) why="$why; $(basename "$f") left" ;; esac
+    case $f in
+      *.tmp) continue ;;
+      *.weights) first=$D/backup/long_1.weights ;;
+      *.weights.fsdp-[01]-of-2) first=$D/backup/long_1.weights.${f##*.weights.} ;;
+      *) why="$why; $(basename "$f") left"; continue ;;
+    esac
+    [ "$(stat -c %s "$f")" = "$(stat -c %s "$first")" ] || why="$why; $(basename "$f") half-written"
   done
   if [ -z "$why" ]; then pass "$what: every process on both machines gone $gone ms after it (exit $rc)"
   else fail "$what: $why; output: $(grep -vE "^Loaded|avg, " "$WORK/fault.log" | tail -12)"; fi
