@@ -59,6 +59,7 @@ void fsdp_engine_free(fsdp_engine *e)
     release_network(e);
     fsdp_cfg_free(&e->cfg);
     fsdp_stage_free(&e->stage);
+    fsdp_hosts_free(&e->hosts);
     free(e->stats_path);
     free(e->weights_file);
 }
@@ -319,6 +320,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
             fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
                     "here once and gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this "
                     "note out\n", e->be->world);
+        fsdp_hosts_note_keepalive(&e->hosts, e->timeout_s);
     }
     return FSDP_OK;
 }

@@ -21,6 +21,7 @@
 #include "fsdp_backend.h"
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
+#include "fsdp_hosts.h"
 #include "fsdp_flat.h"
 #include "fsdp_frozen.h"
 #include "fsdp_layers.h"
@@ -95,6 +96,8 @@ typedef struct fsdp_engine {
     int bn_rolling_checks, bn_rolling_differ;   /* fsdp_bn_check_rolling */
     float *bn_pending;       /* host runs: a mean_delta reduced with the next variance_delta */
     int bn_pending_channels;
+    fsdp_hosts hosts;        /* which ranks share a machine */
+    double timeout_s;        /* -fsdp-timeout (0: off), for the start-up note on keepalive */
 } fsdp_engine;
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);

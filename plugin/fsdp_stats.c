@@ -36,6 +36,21 @@ static void write_group(FILE *f, const fsdp_engine *e, const fsdp_group *g)
             (unsigned long long)g->backward_gathers, (unsigned long long)g->bn_bytes);
 }
 
+/* Per rank, from rank 0's counts (every rank runs the same collectives):
+ * the machines, and what each rank's collectives carry to the others. */
+static void write_hosts(FILE *f, const fsdp_engine *e)
+{
+    const fsdp_hosts *h = &e->hosts;
+    int world = h->host_of ? h->world : 1;
+    fprintf(f, " \"hosts\": %d, \"host_of_rank\": [", h->host_of ? h->nhosts : 1);
+    for (int r = 0; r < world; ++r) fprintf(f, "%s%d", r ? ", " : "", h->host_of ? h->host_of[r] : 0);
+    fputs("], \"bytes_to_other_hosts\": [", f);
+    for (int r = 0; r < world; ++r)
+        fprintf(f, "%s%llu", r ? ", " : "", h->host_of ? (unsigned long long)fsdp_hosts_bytes_out(
+                    h, r, e->bytes_ag + e->bytes_rs, e->bytes_ar + e->bytes_bn) : 0ull);
+    fputs("],\n", f);
+}
+
 fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
 {
     char *tmp = malloc(strlen(path) + 5);
@@ -56,15 +71,17 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
     }
     fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
             "\"broadcast\": %llu, \"setup_all_gather\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"
-            " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n"
-            " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
+            " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n",
+            (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
+            (unsigned long long)e->bytes_bcast, (unsigned long long)e->stage.gather_bytes, (unsigned long long)e->bytes_ckpt,
+            (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ);
+    write_hosts(f, e);
+    fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
             " \"step_buffers_bytes\": %zu, \"predicted_peak_bytes\": %zu,\n"
             " \"transient_outputs\": %d, \"activation_buffers_bytes\": %zu,\n"
             " \"predicted\": {\"fixed\": %zu, \"activations\": %zu, \"build\": %zu, \"setup\": %zu, "
             "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu}}\n",
-            (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
-            (unsigned long long)e->bytes_bcast, (unsigned long long)e->stage.gather_bytes, (unsigned long long)e->bytes_ckpt,
-            (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ, e->model_state_bytes, e->node_bytes,
+            e->model_state_bytes, e->node_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull,
             e->steps > 1 ? (double)(e->faults_last_step - e->faults_first_step) / (e->steps - 1) : 0.0,
             e->pool.footprint, e->predicted.peak, e->acts.transient, fsdp_acts_bytes(&e->acts), e->predicted.fixed, e->predicted.activations, e->predicted.build,

@@ -449,6 +449,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
+    if (s == FSDP_OK) s = fsdp_hosts_find(mpi_started, &engine.hosts);
+    engine.timeout_s = timeout_s;
     if (s == FSDP_OK) s = fsdp_memplan_warm_up(be);
     engine.fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
     /* Only where network_built follows the build (fsdp_stage.h). */

@@ -3,7 +3,7 @@
 
 usage: check_stats.py STATS --world N --strategy S --steps K [--subdivisions D]
                       [--reshard 0|1] [--sync-bn 0|1] [--bn NAME=CHANNELS]... [--node-shared 0|1]
-                      GROUP...
+                      [--hosts H0,H1,...] GROUP...
 GROUP is NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_BACKWARD with counts of
 parameters worked out from the cfg by hand (see the cfg's comments) and 0/1
 flags.  Per step, for a group with trainable T and frozen F parameters,
@@ -25,6 +25,10 @@ layers have CHANNELS channels in all (--bn; 0 when not given) all-reduces
 4 * CHANNELS floats per micro-batch (mean and variance in forward,
 mean_delta and variance_delta in backward): 16 * CHANNELS bytes * D per
 step, when the world is larger than one and sync_bn=1; else nothing.
+Machines (--hosts: each rank's machine, numbered from 0 in order of their
+lowest rank; default every rank on machine 0): rank r with R ranks on other
+machines sends them (all-gather + reduce-scatter bytes) / N * R plus
+(all-reduce + batch-norm all-reduce bytes) * R (bytes_to_other_hosts).
 Exits 1 with every mismatch listed."""
 import argparse
 import json
@@ -72,6 +76,7 @@ def main():
     ap.add_argument("--sync-bn", type=int, default=1)
     ap.add_argument("--bn", action="append", default=[], metavar="NAME=CHANNELS")
     ap.add_argument("--node-shared", type=int, default=0)
+    ap.add_argument("--hosts", default=None, metavar="H0,H1,...")
     ap.add_argument("groups", nargs="+")
     a = ap.parse_args()
     st = json.load(open(a.stats))
@@ -153,6 +158,17 @@ def main():
             bad.append("group %s: bn_all_reduce_bytes = %s, theory %s" % (g["name"], g.get("bn_all_reduce_bytes"), exp))
     if st["bytes"].get("bn_all_reduce") != bn_total:
         bad.append("total bn_all_reduce = %s, theory %s" % (st["bytes"].get("bn_all_reduce"), bn_total))
+    hosts = [int(h) for h in a.hosts.split(",")] if a.hosts else [0] * a.world
+    if len(hosts) != a.world:
+        bad.append("--hosts names %d ranks, the world is %d" % (len(hosts), a.world))
+    if st.get("hosts") != len(set(hosts)) or st.get("host_of_rank") != hosts:
+        bad.append("hosts = %s, host_of_rank = %s, theory %s, %s" % (st.get("hosts"), st.get("host_of_rank"),
+                                                                     len(set(hosts)), hosts))
+    spread = totals["all_gather"] + totals["reduce_scatter"]
+    whole = totals["all_reduce"] + bn_total
+    out = [(spread // a.world + whole) * sum(1 for q in hosts if q != h) for h in hosts]
+    if st.get("bytes_to_other_hosts") != out:
+        bad.append("bytes_to_other_hosts = %s, theory %s" % (st.get("bytes_to_other_hosts"), out))
     for b in bad:
         print("stats: " + b)
     sys.exit(1 if bad else 0)

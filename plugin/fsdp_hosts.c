@@ -1,0 +1,104 @@
+/* Which ranks share a machine (fsdp_hosts.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include "fsdp_hosts.h"
+#include "fsdp_mpi.h"
+
+/* Open MPI 4's defaults for the control connections' keepalive. */
+#define KEEPALIVE_TIME_S 300
+#define KEEPALIVE_INTVL_S 20
+#define KEEPALIVE_PROBES 9
+
+static fsdp_status alone(fsdp_hosts *h)
+{
+    h->world = h->nhosts = 1;
+    h->host_of = calloc(1, sizeof *h->host_of);
+    return h->host_of ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+}
+
+/* leader[r]: the lowest rank on rank r's machine; machines numbered in
+ * order of their leaders. */
+static void number_hosts(fsdp_hosts *h, const int *leader)
+{
+    h->nhosts = 0;
+    for (int r = 0; r < h->world; ++r)
+        h->host_of[r] = leader[r] == r ? h->nhosts++ : h->host_of[leader[r]];
+}
+
+fsdp_status fsdp_hosts_find(int mpi_started, fsdp_hosts *h)
+{
+    *h = (fsdp_hosts){ 0 };
+    if (!mpi_started) return alone(h);
+    int rank, leader;
+    MPI_Comm node;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &h->world));
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    leader = rank;
+    int err = MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_free(&node);
+    if (err != MPI_SUCCESS) return fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
+    int *leaders = malloc((size_t)h->world * sizeof *leaders);
+    h->host_of = malloc((size_t)h->world * sizeof *h->host_of);
+    /* Every rank takes part whatever its malloc did, then all fail alike. */
+    int ok = leaders && h->host_of;
+    err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (err == MPI_SUCCESS && ok) err = MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, MPI_COMM_WORLD);
+    if (err == MPI_SUCCESS && ok) number_hosts(h, leaders);
+    free(leaders);
+    if (err != MPI_SUCCESS || !ok) {
+        fsdp_hosts_free(h);
+        return err != MPI_SUCCESS ? fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allgather")
+                                  : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    return FSDP_OK;
+}
+
+void fsdp_hosts_free(fsdp_hosts *h)
+{
+    free(h->host_of);
+    *h = (fsdp_hosts){ 0 };
+}
+
+int fsdp_hosts_others(const fsdp_hosts *h, int r)
+{
+    int n = 0;
+    for (int q = 0; q < h->world; ++q) n += h->host_of[q] != h->host_of[r];
+    return n;
+}
+
+uint64_t fsdp_hosts_bytes_out(const fsdp_hosts *h, int r, uint64_t gather_scatter, uint64_t reduced)
+{
+    uint64_t others = (uint64_t)fsdp_hosts_others(h, r);
+    return gather_scatter / (uint64_t)h->world * others + reduced * others;
+}
+
+/* An OMPI_MCA_ value in the ranks' environment (mpirun --mca NAME VALUE
+ * puts it there), or Open MPI's default. */
+static long mca_int(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    long x = v ? strtol(v, &end, 10) : dflt;
+    return v && (end == v || *end) ? dflt : x;
+}
+
+void fsdp_hosts_note_keepalive(const fsdp_hosts *h, double timeout_s)
+{
+    /* Only mpirun's ranks see its URI; srun and others notice nodes their own way. */
+    if (h->nhosts < 2 || timeout_s <= 0 || !getenv("OMPI_MCA_orte_hnp_uri")) return;
+    long t = mca_int("OMPI_MCA_oob_tcp_keepalive_time", KEEPALIVE_TIME_S);
+    long i = mca_int("OMPI_MCA_oob_tcp_keepalive_intvl", KEEPALIVE_INTVL_S);
+    long p = mca_int("OMPI_MCA_oob_tcp_keepalive_probes", KEEPALIVE_PROBES);
+    long notice = t + i * p;
+    if (t > 0 && notice < timeout_s) return;
+    char when[96];
+    if (t > 0) snprintf(when, sizeof when, "only after %ld s (oob_tcp_keepalive_time %ld + %ld x %ld s)", notice, t, p, i);
+    else snprintf(when, sizeof when, "never (oob_tcp_keepalive_time %ld: keepalive off)", t);
+    fprintf(stderr, "fsdp: the ranks span %d machines, and mpirun notices a lost machine %s, not before "
+            "-fsdp-timeout %g: the ranks would stop first and leave mpirun and the other machines' daemons "
+            "waiting; keep the keepalive below the timeout, e.g. mpirun --mca oob_tcp_keepalive_time 5 --mca "
+            "oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 (11 s) with -fsdp-timeout 15 or more "
+            "(docs/machines.md)\n",
+            h->nhosts, when, timeout_s);
+}

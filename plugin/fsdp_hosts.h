@@ -1,0 +1,36 @@
+/* fsdp_hosts.h: which ranks share a machine, for what crosses between
+ * machines (the stats file's bytes_to_other_hosts) and for what the launcher
+ * can see of a lost machine (rank 0's start-up note on keepalive). */
+#ifndef FSDP_HOSTS_H
+#define FSDP_HOSTS_H
+
+#include <stdint.h>
+#include "fsdp.h"
+
+typedef struct fsdp_hosts {
+    int world;
+    int nhosts;
+    int *host_of;   /* per rank: its machine, numbered in order of each machine's lowest rank */
+} fsdp_hosts;
+
+/* Collective over MPI_COMM_WORLD where MPI runs (mpi_started); a world of
+ * one process otherwise.  Machines as MPI tells them (ranks that can share
+ * memory: MPI_COMM_TYPE_SHARED). */
+fsdp_status fsdp_hosts_find(int mpi_started, fsdp_hosts *h);
+void fsdp_hosts_free(fsdp_hosts *h);
+/* How many ranks are on other machines than rank r. */
+int fsdp_hosts_others(const fsdp_hosts *h, int r);
+/* Bytes rank r's collectives carry to ranks on other machines, as if each
+ * rank sent its part straight to every rank that needs it: an all-gather
+ * or reduce-scatter of a full buffer of B bytes sends B / world to each
+ * other rank, an all-reduce of B bytes sends all B to each other rank.
+ * gather_scatter: the bytes of all such full buffers; reduced: of all-reduces. */
+uint64_t fsdp_hosts_bytes_out(const fsdp_hosts *h, int r, uint64_t gather_scatter, uint64_t reduced);
+/* Rank 0's note at start-up where the ranks span machines under Open MPI's
+ * mpirun and its keepalive settings (the ranks' OMPI_MCA_oob_tcp_keepalive_*,
+ * or Open MPI's defaults) notice a lost machine no sooner than
+ * -fsdp-timeout: the ranks would stop first, and mpirun and the other
+ * machine's daemon, with a message to that machine unanswered, would stay. */
+void fsdp_hosts_note_keepalive(const fsdp_hosts *h, double timeout_s);
+
+#endif

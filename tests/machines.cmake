@@ -1,0 +1,11 @@
+# Two machines (tests/twohosts.sh: network namespaces joined by a veth link,
+# TCP only): equivalence, batch norm, a slow link, lost machines and ranks,
+# checkpoints moved between two machines and one.  Skipped (exit 77) where
+# namespaces cannot be made (not root, no ip or unshare).
+foreach(part equiv sync_bn cut kill_stop checkpoint)
+  fsdp_script_test(machines_${part} test_machines.sh ${part})
+  set_tests_properties(machines_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endforeach()
+# The lost-machine parts wait out keepalive and -fsdp-timeout (15-25 s each):
+# CI runs them; the everyday tools/test leaves them out, as it does other slow ones.
+set_property(TEST machines_cut machines_kill_stop APPEND PROPERTY LABELS slow)

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Two machines (tests/twohosts.sh: two network namespaces joined by a veth
+# link, TCP only), one part per run:
+# usage: test_machines.sh PART
+#   equiv       4 ranks placed round-robin (--map-by node: ranks 0,2 | 1,3)
+#               equal stock Darknet with the 4-times batch for shard=full,
+#               grad_op and none, and the plugin's world of one for a frozen
+#               nested trunk; the stats' bytes_to_other_hosts equal the
+#               theory;
+#               machine b given another cfg is refused by name;
+#               then 2 ranks with the link limited to 20 Mbit/s (tc tbf):
+#               the weights file of the fast link, byte for byte
+#   sync_bn     synchronized batch norm (resnet18) on 2 ranks, one per machine
+#   cut         the link cut during training, then all of machine b's
+#               processes killed: every process on both machines gone within
+#               -fsdp-timeout + 15 s, mpirun non-zero, the message, no file
+#               half-written
+#   kill_stop   a remote rank killed (SIGKILL), then a remote rank stopped
+#               (SIGSTOP): the same; rank 0's note on keepalive where the
+#               timeout is shorter than it, none where it is longer
+#   checkpoint  a checkpoint written on two machines resumed on one, and the
+#               reverse: bit for bit the run never interrupted
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/twohosts.sh"
+part=$1
+twohosts_up "$part"
+D=$WORK/data
+NOTE="fsdp: the ranks span 2 machines, and mpirun notices a lost machine only after 11 s"
+hosts_rr="0,1,0,1"   # --map-by node, 4 ranks
+
+# train_2h OUT NP DATA CFG [darknet args...]: NP ranks over the two machines,
+# round-robin; as train_np (tests/lib.sh).
+train_2h() {
+  local out=$1 np=$2 data=$3 cfg=$4; shift 4
+  local base; base=$(basename "$cfg" .cfg)
+  (cd "$(dirname "$data")" && rm -f backup/"$base".weights &&
+   on_a "${TH_MPIRUN[@]}" -np "$np" --map-by node "$DN" -plugin "$PLUGIN" classifier train "$data" "$cfg" "$@" \
+     > "$out.log" 2> "$out.err") \
+    || { echo "mpirun -np $np on two machines failed, log:"; tail -n 30 "$out.log" "$out.err"; return 1; }
+  cp "$(dirname "$data")/backup/$base.weights" "$out"
+}
+
+# ---- faults: one launch with a fault put in once training runs ------------
+# run_fault WHAT TIMEOUT PATTERN FAULT...: trains long.cfg on 2 ranks (one per
+# machine) with -fsdp-timeout TIMEOUT; after the first save runs FAULT; then
+# every process on both machines must be gone within TIMEOUT + 15 s of it,
+# mpirun non-zero, its output matching PATTERN, and every weights and
+# checkpoint file in the backup folder whole (as large as the first save's;
+# a FILE.tmp an interrupted save leaves is not one, and the next save
+# removes it).
+run_fault() {
+  local what=$1 to=$2 pat=$3; shift 3
+  local bound=$((to + 15)) why="" rc=0 t0 gone
+  rm -rf "$D/backup"; mkdir -p "$D/backup"
+  (cd "$D" && on_a timeout -k 5 $((bound + 60)) "${TH_MPIRUN[@]}" -np 2 --map-by node "$DN" -plugin "$PLUGIN" \
+     classifier train "$D/data.data" "$WORK/long.cfg" -fsdp-timeout "$to" -fsdp-checkpoint > "$WORK/fault.log" 2>&1) &
+  local mp=$!
+  for _ in $(seq 300); do [ -e "$D/backup/long_1.weights.fsdp-1-of-2" ] && break; sleep 0.1; done
+  t0=$(date +%s%N)
+  "$@"
+  gone=""
+  while [ $(( ($(date +%s%N) - t0) / 1000000000 )) -le "$bound" ]; do
+    [ -z "$(ip netns pids "$TH_A")$(ip netns pids "$TH_B")" ] && { gone=$(( ($(date +%s%N) - t0) / 1000000 )); break; }
+    sleep 0.2
+  done
+  wait "$mp" || rc=$?
+  [ -n "$gone" ] || why="processes left after $bound s: $(ip netns pids "$TH_A") | $(ip netns pids "$TH_B")"
+  [ "$rc" != 0 ] || why="$why; mpirun exit 0"
+  grep -qE -- "$pat" "$WORK/fault.log" || why="$why; no message matching '$pat'"
+  local f first
+  for f in "$D"/backup/*; do
+    case $f in
+      *.tmp) continue ;;
+      *.weights) first=$D/backup/long_1.weights ;;
+      *.weights.fsdp-[01]-of-2) first=$D/backup/long_1.weights.${f##*.weights.} ;;
+      *) why="$why; $(basename "$f") left"; continue ;;
+    esac
+    [ "$(stat -c %s "$f")" = "$(stat -c %s "$first")" ] || why="$why; $(basename "$f") half-written"
+  done
+  if [ -z "$why" ]; then pass "$what: every process on both machines gone $gone ms after it (exit $rc)"
+  else fail "$what: $why; output: $(grep -vE "^Loaded|avg, " "$WORK/fault.log" | tail -12)"; fi
+  twohosts_down && twohosts_up "$part"   # the next fault on a fresh pair of machines
+}
+
+# darknet_on NS: the pid of a darknet rank in namespace NS.
+darknet_on() {
+  local p
+  for p in $(ip netns pids "$1"); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = darknet ] && { echo "$p"; return; }; done
+}
+cut_link() { ip -n "$TH_B" link set "$TH_DEV" down; }
+kill_machine_b() { local p; for p in $(ip netns pids "$TH_B"); do kill -9 "$p" 2>/dev/null || true; done; }
+kill_remote_rank() { kill -9 "$(darknet_on "$TH_B")"; }
+stop_remote_rank() { kill -STOP "$(darknet_on "$TH_B")"; }
+
+case $part in
+equiv)
+  make_data "$D" --classes 3 --per-class 16
+  np=4 b=4
+  steps=$(sed -n 's/^max_batches=//p' "$S/cfg/tests/tiny.cfg")
+  train "$WORK/ref.w" "$D/data.data" "$(test_cfg tiny $((b * np)))" -seed 5
+  for strategy in full grad_op none; do
+    cfg=$(test_cfg tiny $b shard=$strategy)
+    cp "$cfg" "$WORK/tiny.cfg"
+    train_2h "$WORK/$strategy.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5 -fsdp-stats "$WORK/$strategy.json" ||
+      { fail "shard=$strategy on two machines ran"; continue; }
+    check "two machines, 4 ranks round-robin, shard=$strategy: weights equal one process with batch $((b * np))" \
+      "$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4
+    check "shard=$strategy: the stats' bytes, bytes_to_other_hosts included, equal the theory" \
+      python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world $np --strategy $strategy --steps "$steps" \
+        --hosts "$hosts_rr" "(root)=2453,0,1,0" "body=475,0,1,0"
+    check_not "shard=$strategy, default -fsdp-timeout: no note on keepalive" grep -q "mpirun notices a lost machine" "$WORK/$strategy.w.err"
+  done
+  # The linear probe: tiny's trunk frozen in two nested groups.
+  probe_cfg "$(test_cfg tiny $((b * np)))"
+  cp "$WORK/tiny-$((b * np)).cfg" "$WORK/tiny.cfg"
+  train "$WORK/probe-ref.w" "$D/data.data" "$WORK/tiny.cfg" -plugin "$PLUGIN" -seed 5
+  probe_cfg "$(test_cfg tiny $b)"
+  cp "$WORK/tiny-$b.cfg" "$WORK/tiny.cfg"
+  if train_2h "$WORK/probe.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5; then
+    check "two machines, a frozen nested trunk: weights equal world 1 with batch $((b * np))" \
+      "$WDIFF" "$WORK/probe-ref.w" "$WORK/probe.w" --tol 1e-4
+  else
+    fail "a frozen nested trunk on two machines ran"
+  fi
+  # A machine given another cfg: refused by name on both, before the first step.
+  sed 's/^learning_rate=.*/learning_rate=0.1/' "$WORK/tiny.cfg" > "$WORK/lr.cfg"
+  rm -rf "$D/backup"; mkdir -p "$D/backup"
+  rc=0
+  (cd "$D" && on_a timeout 60 "${TH_MPIRUN[@]}" \
+     -np 1 --host "$TH_ADDR_A" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$WORK/tiny.cfg" : \
+     -np 1 --host "$TH_ADDR_B" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$WORK/lr.cfg" \
+     > "$WORK/odd.log" 2>&1) || rc=$?
+  said=$(grep -c "lr.cfg:$(grep -n -m1 '^learning_rate=0.1$' "$WORK/lr.cfg" | cut -d: -f1): learning_rate=0.1: the ranks were given different networks" "$WORK/odd.log" || true)
+  check "machine b given another cfg: refused by name ($said lines), exit $rc, no weights written" \
+    [ "$rc" != 0 -a "$rc" != 124 -a "$said" -ge 1 -a -z "$(ls "$D/backup")" ]
+  # A slow link: the same floats, later (2 ranks: start-up's warm-up
+  # collectives, plugin/fsdp_memplan.c, grow with the world).
+  test_cfg tiny $((b * 2)) shard=full > /dev/null
+  cp "$WORK/tiny-$((b * 2)).cfg" "$WORK/tiny.cfg"
+  train_2h "$WORK/fast2.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 5 || fail "shard=full on 2 ranks ran"
+  ip netns exec "$TH_A" tc qdisc add dev "$TH_DEV" root tbf rate 20mbit burst 32kb latency 400ms
+  ip netns exec "$TH_B" tc qdisc add dev "$TH_DEV" root tbf rate 20mbit burst 32kb latency 400ms
+  t0=$(date +%s%N)
+  if train_2h "$WORK/slow.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 5; then
+    check "a 20 Mbit/s link (tc tbf, $(( ($(date +%s%N) - t0) / 1000000 )) ms): weights byte-identical to the fast link's" \
+      cmp "$WORK/fast2.w" "$WORK/slow.w"
+  else
+    fail "shard=full over a 20 Mbit/s link ran"
+  fi
+  ;;
+
+sync_bn)
+  make_data "$D" --classes 3 --per-class 16 --size 32
+  # cfg/tests/resnet18-bn.cfg: 11004227 trainable parameters, 3904 batch-norm channels.
+  steps=3
+  sed -e "s/^batch=.*/batch=8/" "$S/cfg/tests/resnet18-bn.cfg" > "$WORK/resnet18-bn.cfg"
+  train "$WORK/ref.w" "$D/data.data" "$WORK/resnet18-bn.cfg" -seed 5
+  sed -e "s/^batch=.*/batch=4/" "$S/cfg/tests/resnet18-bn.cfg" > "$WORK/resnet18-bn.cfg"
+  if train_2h "$WORK/bn.w" 2 "$D/data.data" "$WORK/resnet18-bn.cfg" -seed 5 -fsdp-stats "$WORK/bn.json"; then
+    check "two machines, synchronized batch norm: weights and rolling statistics equal stock Darknet with batch 8" \
+      "$WDIFF" "$WORK/ref.w" "$WORK/bn.w" --tol 1e-4
+    check "the two machines' rolling statistics bit-identical" python3 -c \
+      'import json, sys; r = json.load(open(sys.argv[1]))["bn_rolling"]; sys.exit(0 if r["checks"] >= 1 and r["differ"] == 0 else 1)' "$WORK/bn.json"
+    check "bytes, batch norm's and bytes_to_other_hosts included, equal the theory" \
+      python3 "$S/tests/check_stats.py" "$WORK/bn.json" --world 2 --strategy full --steps $steps \
+        --hosts 0,1 --bn "(root)=3904" "(root)=11004227,0,1,0"
+  else
+    fail "synchronized batch norm on two machines ran"
+  fi
+  ;;
+
+cut|kill_stop)
+  make_data "$D" --classes 3 --per-class 8
+  sed "s/^max_batches=.*/max_batches=100000/" "$S/cfg/tests/tiny.cfg" > "$WORK/long.cfg"
+  if [ "$part" = cut ]; then
+    # The keepalive (11 s, tools/mpirun-flags.txt) must notice before the
+    # ranks' own timeout ends them: -fsdp-timeout 15.
+    run_fault "the link cut" 15 "ORTE has lost communication with a remote daemon" cut_link
+    check_not "-fsdp-timeout 15 above the keepalive's 11 s: no note" grep -q "$NOTE" "$WORK/fault.log"
+    run_fault "machine b's processes all killed" 15 "lost communication with a remote daemon|Peer host: +$TH_ADDR_B" kill_machine_b
+  else
+    run_fault "a remote rank killed" 5 "process rank 1 with PID [0-9]+ on node $TH_ADDR_B exited on signal 9" kill_remote_rank
+    check "-fsdp-timeout 5 below the keepalive's 11 s: rank 0's note names the flags, once" \
+      [ "$(grep -c "$NOTE.*--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2" "$WORK/fault.log")" = 1 ]
+    run_fault "a remote rank stopped" 15 "rank 0: .* made no progress for [0-9]+ s \(-fsdp-timeout 15\)" stop_remote_rank
+  fi
+  ;;
+
+checkpoint)
+  # As tests/test_checkpoint.sh: 3 steps, save, resume for 3 more, against 6
+  # in one go; 2 ranks (a sum of two floats is the same in either order).
+  make_data "$D" --classes 3 --per-class 16
+  mk() { sed -e "s/^batch=.*/batch=4/; s/^max_batches=.*/max_batches=$2/" "$S/cfg/tests/residual.cfg" > "$1"; }
+  mkdir -p "$WORK/a" "$WORK/b"
+  mk "$WORK/a/residual.cfg" 6
+  mk "$WORK/b/residual.cfg" 3
+  train_np "$WORK/straight.w" 2 "$D/data.data" "$WORK/a/residual.cfg" -seed 3
+  for way in "two machines:one" "one:two machines"; do
+    from=${way%%:*} to=${way#*:}
+    rm -rf "$WORK/ck"; mkdir -p "$WORK/ck"
+    if [ "$from" = one ]; then train_np "$WORK/first.w" 2 "$D/data.data" "$WORK/b/residual.cfg" -seed 3 -fsdp-checkpoint
+    else train_2h "$WORK/first.w" 2 "$D/data.data" "$WORK/b/residual.cfg" -seed 3 -fsdp-checkpoint; fi
+    cp "$D"/backup/residual.weights* "$WORK/ck/"
+    check "written on $from: a checkpoint file per rank" [ "$(ls "$WORK/ck" | grep -c "residual.weights.fsdp-[01]-of-2$")" = 2 ]
+    if [ "$to" = one ]; then train_np "$WORK/resumed.w" 2 "$D/data.data" "$WORK/a/residual.cfg" -seed 3 -fsdp-resume "$WORK/ck/residual.weights"
+    else train_2h "$WORK/resumed.w" 2 "$D/data.data" "$WORK/a/residual.cfg" -seed 3 -fsdp-resume "$WORK/ck/residual.weights"; fi
+    check "3 steps on $from + resumed on $to for 3: the 6 steps in one go, bit for bit" \
+      "$WDIFF" "$WORK/straight.w" "$WORK/resumed.w" --exact
+  done
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+finish
