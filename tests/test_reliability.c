@@ -1,5 +1,6 @@
 /* test_reliability: the checksum checkpoints and weights files are compared
- * by, -fsdp-timeout's parsing, and the bound on group nesting. */
+ * by, the plan hash's FNV-1a, -fsdp-timeout's parsing, and the bound on
+ * group nesting. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,21 @@ Test(hash, length_counts)
     unsigned char z[16] = { 0 };
     cr_assert_neq(fsdp_hash(z, 15), fsdp_hash(z, 16));
     cr_assert_neq(fsdp_hash(z, 0), fsdp_hash(z, 8));
+}
+
+/* The plan hash lives in checkpoint files, so its values must never
+ * change.  The steps are FNV-1a's (its reference vectors, from its offset
+ * basis); from the plugin's start the values are pinned, computed apart. */
+Test(hash, fnv1a_steps_and_the_plan_hash_start)
+{
+    const uint64_t basis = 14695981039346656037ull;
+    cr_assert_eq(fsdp_fnv1a(basis, "", 0), 0xcbf29ce484222325ull);
+    cr_assert_eq(fsdp_fnv1a(basis, "a", 1), 0xaf63dc4c8601ec8cull);
+    cr_assert_eq(fsdp_fnv1a(basis, "foobar", 6), 0x85944171f73967e8ull);
+    cr_assert_eq(fsdp_fnv1a(FSDP_FNV1A_START, "", 0), 0x14650fb0739d0383ull);
+    cr_assert_eq(fsdp_fnv1a(FSDP_FNV1A_START, "a", 1), 0x44bd8ad473cd9906ull);
+    cr_assert_eq(fsdp_fnv1a(FSDP_FNV1A_START, "foobar", 6), 0x88fad7c0a8ff07f2ull);
+    cr_assert_eq(fsdp_fnv1a(fsdp_fnv1a(FSDP_FNV1A_START, "foo", 3), "bar", 3), 0x88fad7c0a8ff07f2ull);
 }
 
 Test(watch, timeout_values, .init = cr_redirect_stderr)
