@@ -329,8 +329,8 @@ static fsdp_status writable(const char *flag, const char *file)
 extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
 
-/* The flags that shape training, compared across ranks (fsdp_agree.h). */
-static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc, char **argv)
+/* The flags that shape training, compared across ranks over be (fsdp_agree.h). */
+static fsdp_status agree_flags(fsdp_status local, fsdp_backend *be, const fsdp_flags *f, int argc, char **argv)
 {
     int clear = 0;
     for (int i = 1; i < argc; ++i) clear |= !strcmp(argv[i], "-clear");
@@ -356,7 +356,7 @@ static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc,
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
-    return fsdp_agree_start(mpi_started, local, list, (int)(sizeof list / sizeof list[0]));
+    return fsdp_agree_start(be, local, list, (int)(sizeof list / sizeof list[0]));
 }
 
 /* The watchdog's words for a collective in flight: the group whose buffer
@@ -388,9 +388,10 @@ static fsdp_status backend_known(const char *want)
     return FSDP_OK;
 }
 
-static fsdp_status make_backend(const char *want, fsdp_backend **be)
+/* The host backend, whatever -fsdp-backend asks for (a device backend
+ * comes later, once the network is built: device_backend). */
+static fsdp_status make_backend(fsdp_backend **be)
 {
-    FSDP_TRY(backend_known(want));
     if (!mpi_started) return fsdp_backend_self_create(be);
     return fsdp_backend_mpi_create(be);
 }
@@ -447,15 +448,18 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         fsdp_stop_install_crash(world_rank);
     }
     main_thread = pthread_self();
-    /* Each rank checks its own flags; then all agree, before any other
-     * collective, so that one rank's refusal stops every rank. */
+    /* Each rank checks its own flags; then all agree over the host backend,
+     * before any other collective, so that one rank's refusal stops every
+     * rank.  A refusing rank makes the backend too: the agreement needs it.
+     * A rank that cannot make it stays out and aborts the job below. */
     if (s == FSDP_OK) s = backend_known(backend);
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
-    s = agree_flags(s, &flags, *argc, argv);
     fsdp_backend *be = NULL;
-    if (s == FSDP_OK) s = make_backend(backend, &be);
+    fsdp_status made = make_backend(&be);
+    if (made == FSDP_OK) s = agree_flags(s, be, &flags, *argc, argv);
+    else if (s == FSDP_OK) s = made;
     if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
@@ -481,6 +485,9 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
             abort_pause();
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+        /* Every rank is here (the agreement's refusal): freeing the
+         * backend's communicator and windows is collective. */
+        if (be) be->destroy(be);
         if (mpi_started) MPI_Finalize();
         return dn_status_of(s);
     }

@@ -1,6 +1,6 @@
 /* test_reliability: the checksum checkpoints and weights files are compared
- * by, the plan hash's FNV-1a, -fsdp-timeout's parsing, and the bound on
- * group nesting. */
+ * by, the plan hash's FNV-1a, -fsdp-timeout's parsing, the watched
+ * backend, start-up's agreement alone, and the bound on group nesting. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,12 +88,35 @@ Test(watch, timeout_values, .init = cr_redirect_stderr)
         cr_assert_eq(fsdp_watch_parse(bad[i], &s), FSDP_ERR_CONFIG, "%s", bad[i]);
 }
 
-/* Without MPI there is nobody to disagree with: the rank's own verdict. */
+/* The watched backend forwards the host operations, agreement's maxima
+ * included; a world of one changes nothing. */
+Test(watch, wraps_the_host_operations)
+{
+    fsdp_backend *self = NULL, *be = NULL;
+    cr_assert_eq(fsdp_backend_self_create(&self), FSDP_OK);
+    cr_assert_eq(fsdp_watch_wrap(self, &be), FSDP_OK);
+    uint64_t v[3] = { 1, UINT64_MAX, 7 }, lo = 0, hi = 0;
+    cr_assert_eq(be->max_u64(be, v, 3), FSDP_OK);
+    cr_assert(v[0] == 1 && v[1] == UINT64_MAX && v[2] == 7);
+    cr_assert_eq(be->min_max_u64(be, 5, &lo, &hi), FSDP_OK);
+    cr_assert(lo == 5 && hi == 5);
+    double d = 2.5;
+    cr_assert_eq(be->sum_f64(be, &d, 1), FSDP_OK);
+    cr_assert_eq(d, 2.5);
+    cr_assert_eq(be->barrier(be), FSDP_OK);
+    be->destroy(be);
+}
+
+/* Without MPI (the self backend) there is nobody to disagree with: the
+ * rank's own verdict. */
 Test(agree, start_without_mpi_is_local)
 {
+    fsdp_backend *be = NULL;
+    cr_assert_eq(fsdp_backend_self_create(&be), FSDP_OK);
     fsdp_agree_flag f = { "-seed", 1, "1" };
-    cr_assert_eq(fsdp_agree_start(0, FSDP_OK, &f, 1), FSDP_OK);
-    cr_assert_eq(fsdp_agree_start(0, FSDP_ERR_CONFIG, &f, 1), FSDP_ERR_CONFIG);
+    cr_assert_eq(fsdp_agree_start(be, FSDP_OK, &f, 1), FSDP_OK);
+    cr_assert_eq(fsdp_agree_start(be, FSDP_ERR_CONFIG, &f, 1), FSDP_ERR_CONFIG);
+    be->destroy(be);
 }
 
 static char *nested(int levels)
