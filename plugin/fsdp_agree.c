@@ -5,7 +5,6 @@
 #include <unistd.h>
 #include "fsdp_agree.h"
 #include "fsdp_hash.h"
-#include "fsdp_mpi.h"
 
 void fsdp_agree_free(fsdp_agree *a)
 {
@@ -140,9 +139,8 @@ fsdp_status fsdp_agree_network(fsdp_backend *be, const fsdp_agree *a, const netw
     return s;
 }
 
-fsdp_status fsdp_agree_start(int mpi, fsdp_status local, const fsdp_agree_flag *flags, int n)
+fsdp_status fsdp_agree_start(fsdp_backend *be, fsdp_status local, const fsdp_agree_flag *flags, int n)
 {
-    if (!mpi) return local;
     /* One all-reduce of maxima: [refused, v0, ~v0, v1, ~v1, ...] gives the
      * max of each value and, through the complement, its min. */
     enum { MAX_FLAGS = 16 };
@@ -153,17 +151,15 @@ fsdp_status fsdp_agree_start(int mpi, fsdp_status local, const fsdp_agree_flag *
         v[1 + 2 * i] = flags[i].value;
         v[2 + 2 * i] = ~flags[i].value;
     }
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v, 1 + 2 * n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+    FSDP_TRY(be->max_u64(be, v, (size_t)(1 + 2 * n)));
     if (v[0]) fsdp_agreed_stop();   /* every rank has this verdict */
     if (local != FSDP_OK) return local;
-    if (v[0]) return fsdp_fail(FSDP_ERR_CONFIG, "rank %d: another rank refused its command line (see above)", rank);
+    if (v[0]) return fsdp_fail(FSDP_ERR_CONFIG, "rank %d: another rank refused its command line (see above)", be->rank);
     fsdp_status s = FSDP_OK;
     for (int i = 0; i < n; ++i)
         if (v[1 + 2 * i] != ~v[2 + 2 * i])
             s = fsdp_fail(FSDP_ERR_MISMATCH, "rank %d: %s differs between ranks (here: %s); every rank needs "
-                          "the same flags", rank, flags[i].name, flags[i].shown);
+                          "the same flags", be->rank, flags[i].name, flags[i].shown);
     if (s != FSDP_OK) fsdp_agreed_stop();
     return s;
 }

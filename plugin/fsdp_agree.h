@@ -64,11 +64,10 @@ typedef struct fsdp_agree_flag {
     const char *shown;   /* "given", "not given", the value's text */
 } fsdp_agree_flag;
 
-/* At start-up, right after MPI_Init and before any other collective (with
- * MPI: over MPI_COMM_WORLD; without: returns local).  Stops every rank when
- * any rank's flags were refused (`local`), or when the flags differ,
- * naming the flag on every rank. */
-fsdp_status fsdp_agree_start(int mpi, fsdp_status local, const fsdp_agree_flag *flags, int n);
+/* At start-up, over the host backend right after it is made, before any
+ * other collective.  Stops every rank when any rank's flags were refused
+ * (`local`), or when the flags differ, naming the flag on every rank. */
+fsdp_status fsdp_agree_start(fsdp_backend *be, fsdp_status local, const fsdp_agree_flag *flags, int n);
 
 /* Whether every rank holds the same v; *differs set on every rank alike. */
 fsdp_status fsdp_agree_u64(fsdp_backend *be, uint64_t v, int *differs);

@@ -36,6 +36,9 @@ struct fsdp_backend {
     fsdp_status (*broadcast)(fsdp_backend *b, void *buf, size_t bytes, int root);
     /* Host-side helpers for setup checks: min and max of a value over ranks. */
     fsdp_status (*min_max_u64)(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max);
+    /* v[i] = max over ranks of v[i], in place, host memory: start-up's
+     * agreement on many values at once (minima through complements). */
+    fsdp_status (*max_u64)(fsdp_backend *b, uint64_t *v, size_t count);
     /* Sum of doubles over ranks, in place, host memory (losses, stats). */
     fsdp_status (*sum_f64)(fsdp_backend *b, double *v, size_t count);
     fsdp_status (*barrier)(fsdp_backend *b);

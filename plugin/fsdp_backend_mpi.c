@@ -141,14 +141,14 @@ static fsdp_status mpib_reduce_scatter(fsdp_backend *b, const float *full, float
     return s;
 }
 
-/* Sum in place over ranks of `count` elements of `type` (`size` bytes each). */
-static fsdp_status sum_in_place(fsdp_backend *b, void *buf, size_t count,
-                                MPI_Datatype type, size_t size)
+/* `op` in place over ranks of `count` elements of `type` (`size` bytes each). */
+static fsdp_status reduce_in_place(fsdp_backend *b, void *buf, size_t count,
+                                   MPI_Datatype type, size_t size, MPI_Op op)
 {
     size_t limit = mpib_limit(b);
     for (size_t off = 0; off < count; off += limit) {
         size_t k = min_size(limit, count - off);
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)k, type, MPI_SUM,
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)k, type, op,
                                mpib_comm(b)));
     }
     return FSDP_OK;
@@ -159,12 +159,17 @@ static fsdp_status mpib_all_reduce(fsdp_backend *b, float *buf, size_t count)
     mpib_ctx *c = b->ctx;
     if (c->shm)
         return fsdp_shm_all_reduce(c->shm, buf, count);
-    return sum_in_place(b, buf, count, MPI_FLOAT, sizeof(float));
+    return reduce_in_place(b, buf, count, MPI_FLOAT, sizeof(float), MPI_SUM);
 }
 
 static fsdp_status mpib_sum_f64(fsdp_backend *b, double *v, size_t count)
 {
-    return sum_in_place(b, v, count, MPI_DOUBLE, sizeof(double));
+    return reduce_in_place(b, v, count, MPI_DOUBLE, sizeof(double), MPI_SUM);
+}
+
+static fsdp_status mpib_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
+{
+    return reduce_in_place(b, v, count, MPI_UINT64_T, sizeof(uint64_t), MPI_MAX);
 }
 
 static fsdp_status mpib_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
@@ -279,6 +284,7 @@ static const fsdp_backend mpib_ops = {
     .all_reduce = mpib_all_reduce,
     .broadcast = mpib_broadcast,
     .min_max_u64 = mpib_min_max_u64,
+    .max_u64 = mpib_max_u64,
     .sum_f64 = mpib_sum_f64,
     .barrier = mpib_barrier,
     .destroy = mpib_destroy,

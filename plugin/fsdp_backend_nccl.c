@@ -184,6 +184,12 @@ static fsdp_status host_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, 
     return h->min_max_u64(h, v, min, max);
 }
 
+static fsdp_status host_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
+{
+    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
+    return h->max_u64(h, v, count);
+}
+
 static fsdp_status host_sum_f64(fsdp_backend *b, double *v, size_t count)
 {
     fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
@@ -249,6 +255,7 @@ static const fsdp_backend nccl_ops = {
     .all_reduce = nccl_all_reduce,
     .broadcast = host_broadcast,
     .min_max_u64 = host_min_max_u64,
+    .max_u64 = host_max_u64,
     .sum_f64 = host_sum_f64,
     .barrier = host_barrier,
     .destroy = nccl_destroy,

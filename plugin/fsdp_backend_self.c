@@ -43,6 +43,11 @@ static fsdp_status self_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, 
     return FSDP_OK;
 }
 
+static fsdp_status self_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
+{
+    return FSDP_OK;
+}
+
 static fsdp_status self_sum_f64(fsdp_backend *b, double *v, size_t count)
 {
     return FSDP_OK;
@@ -68,6 +73,7 @@ static const fsdp_backend self_ops = {
     .all_reduce = self_all_reduce,
     .broadcast = self_broadcast,
     .min_max_u64 = self_min_max_u64,
+    .max_u64 = self_max_u64,
     .sum_f64 = self_sum_f64,
     .barrier = self_barrier,
     .destroy = self_destroy,

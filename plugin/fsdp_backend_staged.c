@@ -15,8 +15,8 @@
  * floats, all ranks' slices together); longer collectives go through it in
  * chunks: chunk [off, off + k) of every rank's shard at a time.
  *
- * broadcast, min_max_u64, sum_f64 and barrier take host memory and go to the
- * host backend unchanged; rank and world are its.
+ * broadcast, min_max_u64, max_u64, sum_f64 and barrier take host memory and
+ * go to the host backend unchanged; rank and world are its.
  */
 #ifdef GPU
 
@@ -163,6 +163,11 @@ static fsdp_status staged_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min
     return host_of(b)->min_max_u64(host_of(b), v, min, max);
 }
 
+static fsdp_status staged_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
+{
+    return host_of(b)->max_u64(host_of(b), v, count);
+}
+
 static fsdp_status staged_sum_f64(fsdp_backend *b, double *v, size_t count)
 {
     return host_of(b)->sum_f64(host_of(b), v, count);
@@ -220,6 +225,7 @@ fsdp_status fsdp_backend_staged_create(fsdp_backend *host, fsdp_backend **out)
         .all_reduce = staged_all_reduce,
         .broadcast = staged_broadcast,
         .min_max_u64 = staged_min_max_u64,
+        .max_u64 = staged_max_u64,
         .sum_f64 = staged_sum_f64,
         .barrier = staged_barrier,
         .destroy = staged_destroy,

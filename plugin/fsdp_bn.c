@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_bn.h"
+#include "fsdp_hash.h"
 #ifdef GPU
 #include "fsdp_kernels.h"
 #endif
@@ -101,17 +102,10 @@ fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what wha
     return FSDP_OK;
 }
 
-static uint64_t fnv(uint64_t h, const float *x, int n)
-{
-    const unsigned char *c = (const unsigned char *)x;
-    for (size_t i = 0; i < (size_t)n * sizeof *x; ++i) h = (h ^ c[i]) * 1099511628211ull;
-    return h;
-}
-
 fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
 {
     if (net != e->net) return FSDP_OK;
-    uint64_t h = 1469598103934665603ull, lo, hi;
+    uint64_t h = FSDP_FNV1A_START, lo, hi;
     float *tmp = NULL;
     fsdp_status s = FSDP_OK;
     for (int i = 0; i < net->n && s == FSDP_OK; ++i) {
@@ -130,7 +124,8 @@ fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
             v = tmp + l->out_c;
         }
 #endif
-        h = fnv(fnv(h, m, l->out_c), v, l->out_c);
+        size_t bytes = (size_t)l->out_c * sizeof *m;
+        h = fsdp_fnv1a(fsdp_fnv1a(h, m, bytes), v, bytes);
     }
     free(tmp);
     /* Every rank takes part even after a local failure, so none waits alone. */

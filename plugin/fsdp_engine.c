@@ -4,6 +4,7 @@
 #include <string.h>
 #include "fsdp_engine.h"
 #include "fsdp_deltas.h"
+#include "fsdp_hash.h"
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
@@ -71,30 +72,23 @@ int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, co
 
 /* ---- building the sharded network --------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
-    return h;
-}
-
 /* A fingerprint of everything that must agree across ranks: layers, their
  * parameter counts, frozen flags, groups, strategy. */
 static uint64_t plan_hash(const fsdp_engine *e, const network *net)
 {
     const fsdp_layout_plan *p = &e->plan;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = FSDP_FNV1A_START;
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
     int v[7] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)p->auto_group,
                  (int)e->mem.align, e->cfg.sync_bn, e->cfg.node_shared };
-    h = fnv(h, v, sizeof v);
+    h = fsdp_fnv1a(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };
-        h = fnv(h, t, sizeof t);
-        h = fnv(h, &p->layer_params[i], sizeof p->layer_params[i]);
+        h = fsdp_fnv1a(h, t, sizeof t);
+        h = fsdp_fnv1a(h, &p->layer_params[i], sizeof p->layer_params[i]);
     }
-    for (int g = 0; g < p->ngroups; ++g) h = fnv(h, p->groups[g].name, strlen(p->groups[g].name) + 1);
+    for (int g = 0; g < p->ngroups; ++g) h = fsdp_fnv1a(h, p->groups[g].name, strlen(p->groups[g].name) + 1);
     return h;
 }
 

@@ -3,7 +3,8 @@
  * same whatever pieces the stream is fed in.  Each step is a bijection of
  * the running value for a fixed word, so a change in any one word always
  * changes the result.  It catches corruption and mix-ups (a flipped bit, a
- * file of another run), not attacks. */
+ * file of another run), not attacks.  Beside it, FNV-1a for the
+ * fingerprints whose values are kept (below). */
 #ifndef FSDP_HASH_H
 #define FSDP_HASH_H
 
@@ -66,6 +67,21 @@ static inline uint64_t fsdp_hash(const void *p, size_t n)
     fsdp_hasher_init(&s);
     fsdp_hasher_add(&s, p, n);
     return fsdp_hasher_end(&s);
+}
+
+/* FNV-1a, 64 bits, a byte a step, continued from h (FSDP_FNV1A_START to
+ * start): the fingerprint of what ranks must agree on.  Slower than the
+ * checksum above, but its values are kept: checkpoints store the plan hash
+ * (fsdp_engine.c), so neither the arithmetic nor the start may change.  The
+ * start is not FNV's offset basis, 14695981039346656037, but that number
+ * short of its last digit, as the plan hash has always been seeded. */
+#define FSDP_FNV1A_START 1469598103934665603ull
+
+static inline uint64_t fsdp_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
 }
 
 /* A file's size and the checksum of its bytes (fsdp_hash.c); an error

@@ -148,6 +148,10 @@ static fsdp_status w_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64_t
 {
     WATCHED("agreement check (min/max over ranks)", NULL, INNER(b)->min_max_u64(INNER(b), v, lo, hi));
 }
+static fsdp_status w_max_u64(fsdp_backend *b, uint64_t *v, size_t n)
+{
+    WATCHED("agreement check (max over ranks)", NULL, INNER(b)->max_u64(INNER(b), v, n));
+}
 static fsdp_status w_sum_f64(fsdp_backend *b, double *v, size_t n)
 {
     WATCHED("sum over ranks (loss or statistics)", NULL, INNER(b)->sum_f64(INNER(b), v, n));
@@ -203,8 +207,8 @@ fsdp_status fsdp_watch_wrap(fsdp_backend *inner, fsdp_backend **out)
     fsdp_backend *b = calloc(1, sizeof *b);
     if (!b) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     *b = (fsdp_backend){ inner->name, inner->rank, inner->world, inner->mem, inner,
-                         w_all_gather, w_reduce_scatter, w_all_reduce, w_broadcast, w_min_max, w_sum_f64,
-                         w_barrier, w_destroy,
+                         w_all_gather, w_reduce_scatter, w_all_reduce, w_broadcast, w_min_max, w_max_u64,
+                         w_sum_f64, w_barrier, w_destroy,
                          inner->all_gather_start ? w_all_gather_start : NULL,
                          inner->reduce_scatter_start ? w_reduce_scatter_start : NULL,
                          inner->wait ? w_wait : NULL, inner->starts_block,

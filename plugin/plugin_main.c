@@ -46,13 +46,31 @@ static void abort_pause(void)
     usleep(200 * 1000);
 }
 
+/* The one mapping of a status to Darknet's: the user's to fix (a cfg, a
+ * flag, a file, what the plugin does not support), a build mismatch, or a
+ * failure of the run itself.  Start-up's status, the hooks' results and
+ * whether the teardown must stop every rank all follow it. */
+static dn_status dn_status_of(fsdp_status s)
+{
+    switch (s) {
+    case FSDP_OK: return DN_OK;
+    case FSDP_ERR_ABI: return DN_ERR_ABI;
+    case FSDP_ERR_COMM:
+    case FSDP_ERR_CUDA:
+    case FSDP_ERR_NOMEM:
+    case FSDP_ERR_IO: return DN_ERR_RUNTIME;
+    case FSDP_ERR_CONFIG:
+    case FSDP_ERR_MISMATCH:
+    case FSDP_ERR_UNSUPPORTED: return DN_ERR_CONFIG;
+    }
+    return DN_ERR_CONFIG;
+}
+
 /* Darknet only needs to know whether to stop; the engine has printed why. */
 static int to_dn(fsdp_status s)
 {
-    if (s == FSDP_OK) return DN_OK;
-    if (first_error == FSDP_OK) first_error = s;
-    return s == FSDP_ERR_COMM || s == FSDP_ERR_NOMEM || s == FSDP_ERR_IO || s == FSDP_ERR_CUDA
-               ? DN_ERR_RUNTIME : DN_ERR_CONFIG;
+    if (s != FSDP_OK && first_error == FSDP_OK) first_error = s;
+    return dn_status_of(s);
 }
 
 static int h_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
@@ -196,8 +214,7 @@ static void h_finish(void *c, int status)
     fsdp_status s = FSDP_OK;
     if (status == 0 && e->stats_path && e->be && e->be->rank == 0 && e->net && !e->stats_written)
         s = fsdp_write_stats(e, e->stats_path);
-    int runtime = first_error == FSDP_ERR_COMM || first_error == FSDP_ERR_NOMEM ||
-                  first_error == FSDP_ERR_IO || first_error == FSDP_ERR_CUDA;
+    int runtime = dn_status_of(first_error) == DN_ERR_RUNTIME;
     /* After an error the other ranks did not see (Darknet's own, a failed
      * save, a runtime error) they may wait in a collective forever, and so
      * may this rank's own teardown (a stream synchronize, NCCL's destroy):
@@ -312,8 +329,8 @@ static fsdp_status writable(const char *flag, const char *file)
 extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
 
-/* The flags that shape training, compared across ranks (fsdp_agree.h). */
-static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc, char **argv)
+/* The flags that shape training, compared across ranks over be (fsdp_agree.h). */
+static fsdp_status agree_flags(fsdp_status local, fsdp_backend *be, const fsdp_flags *f, int argc, char **argv)
 {
     int clear = 0;
     for (int i = 1; i < argc; ++i) clear |= !strcmp(argv[i], "-clear");
@@ -339,7 +356,7 @@ static fsdp_status agree_flags(fsdp_status local, const fsdp_flags *f, int argc,
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
-    return fsdp_agree_start(mpi_started, local, list, (int)(sizeof list / sizeof list[0]));
+    return fsdp_agree_start(be, local, list, (int)(sizeof list / sizeof list[0]));
 }
 
 /* The watchdog's words for a collective in flight: the group whose buffer
@@ -371,9 +388,10 @@ static fsdp_status backend_known(const char *want)
     return FSDP_OK;
 }
 
-static fsdp_status make_backend(const char *want, fsdp_backend **be)
+/* The host backend, whatever -fsdp-backend asks for (a device backend
+ * comes later, once the network is built: device_backend). */
+static fsdp_status make_backend(fsdp_backend **be)
 {
-    FSDP_TRY(backend_known(want));
     if (!mpi_started) return fsdp_backend_self_create(be);
     return fsdp_backend_mpi_create(be);
 }
@@ -393,7 +411,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
                       mine.api_version, abi->api_version, mine.layer_size, abi->layer_size,
                       mine.network_size, abi->network_size, mine.load_args_size, abi->load_args_size,
                       mine.hooks_size, abi->hooks_size, mine.gpu, abi->gpu);
-        return DN_ERR_ABI;
+        return dn_status_of(FSDP_ERR_ABI);
     }
     /* Buffers of 4 MB and more mapped and unmapped on their own: glibc
      * would otherwise raise its threshold after the first such free and
@@ -427,25 +445,26 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
 
     if (under_launcher()) {
         int provided;
-        if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-            fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed");
-            return DN_ERR_RUNTIME;
-        }
+        if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            return dn_status_of(fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed"));
         mpi_started = 1;
         int world_rank = 0;
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
         fsdp_stop_install_crash(world_rank);
     }
     main_thread = pthread_self();
-    /* Each rank checks its own flags; then all agree, before any other
-     * collective, so that one rank's refusal stops every rank. */
+    /* Each rank checks its own flags; then all agree over the host backend,
+     * before any other collective, so that one rank's refusal stops every
+     * rank.  A refusing rank makes the backend too: the agreement needs it.
+     * A rank that cannot make it stays out and aborts the job below. */
     if (s == FSDP_OK) s = backend_known(backend);
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
-    s = agree_flags(s, &flags, *argc, argv);
     fsdp_backend *be = NULL;
-    if (s == FSDP_OK) s = make_backend(backend, &be);
+    fsdp_status made = make_backend(&be);
+    if (made == FSDP_OK) s = agree_flags(s, be, &flags, *argc, argv);
+    else if (s == FSDP_OK) s = made;
     if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
@@ -473,8 +492,11 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
             abort_pause();
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+        /* Every rank is here (the agreement's refusal): freeing the
+         * backend's communicator and windows is collective. */
+        if (be) be->destroy(be);
         if (mpi_started) MPI_Finalize();
-        return s == FSDP_ERR_CONFIG || s == FSDP_ERR_MISMATCH ? DN_ERR_CONFIG : DN_ERR_RUNTIME;
+        return dn_status_of(s);
     }
     backend_flag = backend;
     h->device = pick_device(be);

@@ -330,6 +330,34 @@ static void check_sum_f64(suite *t, size_t n)
     free(v);
 }
 
+/* Element-wise maxima: each element's largest rank differs, and values near
+ * 2^64 would come out wrong through a signed or double reduction. */
+static uint64_t max_val(int rank, int world, size_t i)
+{
+    uint64_t r = (uint64_t)((size_t)rank + i) % (uint64_t)world;
+    return i % 2 ? UINT64_MAX - (uint64_t)world + r : r * 1000 + i;
+}
+
+static void check_max_u64(suite *t, size_t n)
+{
+    fsdp_backend *b = t->b;
+    uint64_t *v = alloc(n, sizeof(uint64_t));
+    for (size_t i = 0; i < n; i++)
+        v[i] = max_val(b->rank, b->world, i);
+    must(t, b->max_u64(b, v, n), "max_u64", n);
+    t->checks++;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t want = max_val(b->world - 1 - (int)(i % (size_t)b->world), b->world, i);
+        if (v[i] != want) {
+            fprintf(stderr, "FAIL %s max_u64 size=%zu rank %d of %d: first bad index %zu: got %llu, want %llu\n",
+                    t->label, n, b->rank, b->world, i, (unsigned long long)v[i], (unsigned long long)want);
+            t->failures++;
+            break;
+        }
+    }
+    free(v);
+}
+
 static void check_min_max(suite *t, const char *what, uint64_t v, uint64_t want_min,
                           uint64_t want_max)
 {
@@ -429,9 +457,10 @@ static void check_size(suite *t, size_t n)
     check_all_reduce(t, n);
     check_broadcast(t, n);
     check_sum_f64(t, n);
+    check_max_u64(t, n);
     if (t->b->rank == 0)
         printf("%-22s world=%d size=%-8zu all_gather, reduce_scatter (each also in place), "
-               "all_reduce, broadcast, sum_f64\n", t->label, t->b->world, n);
+               "all_reduce, broadcast, sum_f64, max_u64\n", t->label, t->b->world, n);
 }
 
 #ifdef FSDP_TEST_DEVICE

@@ -1,6 +1,8 @@
 /* test_reliability: the checksum checkpoints and weights files are compared
- * by, -fsdp-timeout's parsing, the bound on group nesting, and what crosses
- * between machines and when a lost machine goes unnoticed (fsdp_hosts.h). */
+ * by, the plan hash's FNV-1a, -fsdp-timeout's parsing, the watched
+ * backend, start-up's agreement alone, the bound on group nesting, and what
+ * crosses between machines and when a lost machine goes unnoticed
+ * (fsdp_hosts.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,21 @@ Test(hash, length_counts)
     cr_assert_neq(fsdp_hash(z, 0), fsdp_hash(z, 8));
 }
 
+/* The plan hash lives in checkpoint files, so its values must never
+ * change.  The steps are FNV-1a's (its reference vectors, from its offset
+ * basis); from the plugin's start the values are pinned, computed apart. */
+Test(hash, fnv1a_steps_and_the_plan_hash_start)
+{
+    const uint64_t basis = 14695981039346656037ull;
+    cr_assert_eq(fsdp_fnv1a(basis, "", 0), 0xcbf29ce484222325ull);
+    cr_assert_eq(fsdp_fnv1a(basis, "a", 1), 0xaf63dc4c8601ec8cull);
+    cr_assert_eq(fsdp_fnv1a(basis, "foobar", 6), 0x85944171f73967e8ull);
+    cr_assert_eq(fsdp_fnv1a(FSDP_FNV1A_START, "", 0), 0x14650fb0739d0383ull);
+    cr_assert_eq(fsdp_fnv1a(FSDP_FNV1A_START, "a", 1), 0x44bd8ad473cd9906ull);
+    cr_assert_eq(fsdp_fnv1a(FSDP_FNV1A_START, "foobar", 6), 0x88fad7c0a8ff07f2ull);
+    cr_assert_eq(fsdp_fnv1a(fsdp_fnv1a(FSDP_FNV1A_START, "foo", 3), "bar", 3), 0x88fad7c0a8ff07f2ull);
+}
+
 Test(watch, timeout_values, .init = cr_redirect_stderr)
 {
     double s = -1;
@@ -74,12 +91,35 @@ Test(watch, timeout_values, .init = cr_redirect_stderr)
         cr_assert_eq(fsdp_watch_parse(bad[i], &s), FSDP_ERR_CONFIG, "%s", bad[i]);
 }
 
-/* Without MPI there is nobody to disagree with: the rank's own verdict. */
+/* The watched backend forwards the host operations, agreement's maxima
+ * included; a world of one changes nothing. */
+Test(watch, wraps_the_host_operations)
+{
+    fsdp_backend *self = NULL, *be = NULL;
+    cr_assert_eq(fsdp_backend_self_create(&self), FSDP_OK);
+    cr_assert_eq(fsdp_watch_wrap(self, &be), FSDP_OK);
+    uint64_t v[3] = { 1, UINT64_MAX, 7 }, lo = 0, hi = 0;
+    cr_assert_eq(be->max_u64(be, v, 3), FSDP_OK);
+    cr_assert(v[0] == 1 && v[1] == UINT64_MAX && v[2] == 7);
+    cr_assert_eq(be->min_max_u64(be, 5, &lo, &hi), FSDP_OK);
+    cr_assert(lo == 5 && hi == 5);
+    double d = 2.5;
+    cr_assert_eq(be->sum_f64(be, &d, 1), FSDP_OK);
+    cr_assert_eq(d, 2.5);
+    cr_assert_eq(be->barrier(be), FSDP_OK);
+    be->destroy(be);
+}
+
+/* Without MPI (the self backend) there is nobody to disagree with: the
+ * rank's own verdict. */
 Test(agree, start_without_mpi_is_local)
 {
+    fsdp_backend *be = NULL;
+    cr_assert_eq(fsdp_backend_self_create(&be), FSDP_OK);
     fsdp_agree_flag f = { "-seed", 1, "1" };
-    cr_assert_eq(fsdp_agree_start(0, FSDP_OK, &f, 1), FSDP_OK);
-    cr_assert_eq(fsdp_agree_start(0, FSDP_ERR_CONFIG, &f, 1), FSDP_ERR_CONFIG);
+    cr_assert_eq(fsdp_agree_start(be, FSDP_OK, &f, 1), FSDP_OK);
+    cr_assert_eq(fsdp_agree_start(be, FSDP_ERR_CONFIG, &f, 1), FSDP_ERR_CONFIG);
+    be->destroy(be);
 }
 
 static char *nested(int levels)
