@@ -40,6 +40,16 @@ fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status 
     return fsdp_fail(others, "rank %d: another rank %s (see above)", b->rank, what);
 }
 
+int fsdp_backend_starts_all_gather(const fsdp_backend *b)
+{
+    return b->all_gather_start && b->wait && !b->starts_block;
+}
+
+int fsdp_backend_starts_reduce_scatter(const fsdp_backend *b)
+{
+    return b->reduce_scatter_start && b->wait && !b->starts_block;
+}
+
 fsdp_status fsdp_tickets_check(const fsdp_tickets *t, const char *backend)
 {
     if (t->issued - t->waited < FSDP_TICKETS) return FSDP_OK;

@@ -112,6 +112,13 @@ fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root);
  * another rank <what>" printed, when any rank failed; FSDP_OK when none did. */
 fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status others, const char *what);
 
+/* The one question the engine asks of the optional started collectives:
+ * whether to start this backend's all-gathers (reduce-scatters) and wait
+ * for them later.  Yes where it offers the start and the wait and a start
+ * does not complete when called (starts_block); else the blocking call. */
+int fsdp_backend_starts_all_gather(const fsdp_backend *b);
+int fsdp_backend_starts_reduce_scatter(const fsdp_backend *b);
+
 /* The bookkeeping behind the started-collective contract (all_gather_start,
  * reduce_scatter_start, wait), shared by the backends that start
  * collectives: the k-th start gets ticket k mod 2^31 and ring slot

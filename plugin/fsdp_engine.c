@@ -265,7 +265,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->strategy = e->cfg.strategy;
     e->reshard = e->cfg.reshard_after_forward;
-    e->prefetch = e->cfg.prefetch && e->dbe->all_gather_start && e->dbe->wait && !e->dbe->starts_block;
+    e->prefetch = e->cfg.prefetch && fsdp_backend_starts_all_gather(e->dbe);
     e->ngroups = e->plan.ngroups;
     /* A staged build gathers every layer from the same slices on every rank. */
     e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled, &e->node };

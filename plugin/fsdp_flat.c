@@ -203,8 +203,8 @@ void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f)
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
-    if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !c->dbe->all_gather_start ||
-        c->dbe->starts_block || f->in_node)
+    if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !fsdp_backend_starts_all_gather(c->dbe) ||
+        f->in_node)
         return FSDP_OK;
     f->pending = fsdp_mem_take(c->mem, f->nfull, 0);
     if (!f->pending) return FSDP_ERR_NOMEM;
@@ -307,7 +307,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
         fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
     }
-    if (c->dbe->reduce_scatter_start && !c->dbe->starts_block) {
+    if (fsdp_backend_starts_reduce_scatter(c->dbe)) {
         /* Overlaps the backward of the groups below; the full gradient
          * lives until fsdp_flat_reduce_wait. */
         f->rs_source = full;

@@ -327,8 +327,8 @@ static size_t step_buffers(const fsdp_engine *e, const network *net)
     sim s = { .e = e, .f = calloc((size_t)e->ngroups * 2, sizeof(sim_flat)) };
     if (!s.f) return 0;
     int world = e->be->world;
-    s.async_rs = world > 1 && e->dbe->reduce_scatter_start != NULL && !e->dbe->starts_block;
-    s.async_ag = world > 1 && e->dbe->all_gather_start != NULL && !e->dbe->starts_block;
+    s.async_rs = world > 1 && fsdp_backend_starts_reduce_scatter(e->dbe);
+    s.async_ag = world > 1 && fsdp_backend_starts_all_gather(e->dbe);
     for (int k = 0; k < e->ngroups; ++k) {
         const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
         for (int j = 0; j < 2; ++j) {
