@@ -81,6 +81,9 @@ void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats);
 int fsdp_backend_mpi_shared_memory(const fsdp_backend *b);
 /* A world of one: collectives are copies; no MPI needed. */
 fsdp_status fsdp_backend_self_create(fsdp_backend **out);
+/* Rank 0 of a world of `world` in which nothing moves (fsdp_backend_null.c):
+ * what -fsdp-plan predicts a run of that world on. */
+fsdp_status fsdp_backend_null_create(int world, fsdp_backend **out);
 #ifdef GPU
 /* NCCL on device memory of GPU `device`, on its own stream.  Its host
  * helpers (broadcast, min/max, sums, barrier) and NCCL's unique id go

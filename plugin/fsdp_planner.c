@@ -4,37 +4,6 @@
 #include <unistd.h>
 #include "fsdp_engine.h"
 #include "fsdp_planner.h"
-#include "fsdp_shm.h"
-
-/* A backend of `world` ranks that moves nothing: set-up's broadcast and
- * agreement have one participant.  It blocks in its started collectives,
- * as the MPI backend does on one machine (shared memory): the prediction
- * is that of a one-machine run. */
-static fsdp_status no_bcast(fsdp_backend *b, void *buf, size_t n, int root) { return FSDP_OK; }
-static fsdp_status one_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64_t *hi)
-{
-    *lo = *hi = v;
-    return FSDP_OK;
-}
-static fsdp_status no_start(fsdp_backend *b, const float *in, float *out, size_t n, int *ticket) { return FSDP_OK; }
-static fsdp_status no_start_rs(fsdp_backend *b, const float *in, float *out, size_t n, int *ticket) { return FSDP_OK; }
-static fsdp_status no_wait(fsdp_backend *b, int ticket) { return FSDP_OK; }
-
-/* Node memory (shard_node_shared=1) as one process's: the engine copies
- * this rank's parts into it, so it is real, and freed after each build. */
-typedef struct plan_node {
-    float *region[FSDP_SHM_REGIONS];
-    int n;
-} plan_node;
-static fsdp_status plan_node_alloc(fsdp_backend *b, size_t count, float **out)
-{
-    plan_node *pn = b->ctx;
-    *out = pn->n < FSDP_SHM_REGIONS ? calloc(count ? count : 1, sizeof(float)) : NULL;
-    if (!*out) return fsdp_fail(FSDP_ERR_NOMEM, "-fsdp-plan: no memory for %zu floats of node memory", count);
-    pn->region[pn->n++] = *out;
-    return FSDP_OK;
-}
-static fsdp_status no_sync(fsdp_backend *b) { return FSDP_OK; }
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
@@ -66,13 +35,16 @@ static void quiet_end(int saved)
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
                            fsdp_mem_prediction *out)
 {
-    plan_node node = { .n = 0 };
-    fsdp_backend be = { .name = "plan", .rank = 0, .world = world, .mem = FSDP_MEM_HOST, .ctx = &node,
-                        .broadcast = no_bcast, .min_max_u64 = one_min_max, .all_gather_start = no_start,
-                        .reduce_scatter_start = no_start_rs, .wait = no_wait,
-                        .starts_block = 1, .node_alloc = plan_node_alloc, .node_sync = no_sync };
+    /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
+     * prediction is that of a one-machine run. */
+    fsdp_backend *be;
+    FSDP_TRY(fsdp_backend_null_create(world, &be));
     fsdp_engine e;
-    FSDP_TRY(fsdp_engine_init(&e, &be));
+    fsdp_status st = fsdp_engine_init(&e, be);
+    if (st != FSDP_OK) {
+        be->destroy(be);
+        return st;
+    }
     hooks->ctx = &e;
     hooks->cfg_option = plan_cfg;
     int saved = quiet_begin();
@@ -91,7 +63,7 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     fsdp_engine_free(&e);
     hooks->cfg_option = NULL;
     hooks->ctx = NULL;
-    for (int k = 0; k < node.n; ++k) free(node.region[k]);
+    be->destroy(be);   /* with its node memory */
     return s != FSDP_OK ? s : f;
 }
 

@@ -1,8 +1,8 @@
 /* test_reliability: the checksum checkpoints and weights files are compared
  * by, the plan hash's FNV-1a, -fsdp-timeout's parsing, the watched
- * backend, start-up's agreement alone, the bound on group nesting, and what
- * crosses between machines and when a lost machine goes unnoticed
- * (fsdp_hosts.h). */
+ * backend, the planner's null backend, start-up's agreement alone, the
+ * bound on group nesting, and what crosses between machines and when a
+ * lost machine goes unnoticed (fsdp_hosts.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +119,37 @@ Test(agree, start_without_mpi_is_local)
     fsdp_agree_flag f = { "-seed", 1, "1" };
     cr_assert_eq(fsdp_agree_start(be, FSDP_OK, &f, 1), FSDP_OK);
     cr_assert_eq(fsdp_agree_start(be, FSDP_ERR_CONFIG, &f, 1), FSDP_ERR_CONFIG);
+    be->destroy(be);
+}
+
+/* -fsdp-plan's stand-in (fsdp_backend_null.c): every operation offered and
+ * checked, nothing moved, started collectives bounded as the real ones,
+ * node memory real. */
+Test(null_backend, offers_everything_moves_nothing, .init = cr_redirect_stderr)
+{
+    fsdp_backend *be = NULL;
+    cr_assert_eq(fsdp_backend_null_create(4, &be), FSDP_OK);
+    cr_assert(be->rank == 0 && be->world == 4 && be->starts_block);
+    cr_assert(be->all_gather && be->reduce_scatter && be->all_reduce && be->broadcast && be->min_max_u64 &&
+              be->max_u64 && be->sum_f64 && be->barrier && be->all_gather_start && be->reduce_scatter_start &&
+              be->wait && be->node_alloc && be->node_sync && be->destroy);
+    cr_assert(!fsdp_backend_starts_all_gather(be) && !fsdp_backend_starts_reduce_scatter(be));
+    float full[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, shard[2] = { 9, 9 };
+    cr_assert_eq(be->all_gather(be, shard, full, 2), FSDP_OK);
+    cr_assert_eq(be->reduce_scatter(be, full, shard, 2), FSDP_OK);
+    cr_assert(full[0] == 1 && full[7] == 8 && shard[0] == 9 && shard[1] == 9);
+    cr_assert_neq(be->all_gather(be, full + 1, full, 2), FSDP_OK);   /* overlapping, not in place */
+    cr_assert_neq(be->broadcast(be, full, 4, 4), FSDP_OK);          /* no rank 4 */
+    int ticket = -1, last = -1;
+    for (int k = 0; k < FSDP_TICKETS; ++k) cr_assert_eq(be->all_gather_start(be, shard, full, 2, &last), FSDP_OK);
+    cr_assert_neq(be->reduce_scatter_start(be, full, shard, 2, &ticket), FSDP_OK);   /* the ring is full */
+    cr_assert_eq(be->wait(be, last), FSDP_OK);
+    cr_assert_eq(be->reduce_scatter_start(be, full, shard, 2, &ticket), FSDP_OK);
+    cr_assert_eq(be->wait(be, ticket), FSDP_OK);
+    float *node = NULL;
+    cr_assert_eq(be->node_alloc(be, 1000, &node), FSDP_OK);
+    cr_assert(node != NULL && node[0] == 0 && node[999] == 0);
+    node[999] = 1;
     be->destroy(be);
 }
 

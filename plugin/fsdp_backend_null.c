@@ -1,0 +1,138 @@
+/* fsdp_backend_null.c: rank 0 of a world of N in which nothing moves, for
+ * predicting a run of N ranks in one process (-fsdp-plan, fsdp_planner.h).
+ * Every operation is there and checks its arguments as the real backends
+ * do, but leaves the buffers as they are: the prediction counts sizes, not
+ * values.  Host agreement has this one participant.  Started collectives
+ * complete when called (starts_block), as on one machine's shared memory,
+ * and node memory is this process's own, so a cfg with shard_node_shared=1
+ * is predicted as on one machine. */
+#include <stdlib.h>
+#include "fsdp_backend.h"
+#include "fsdp_shm.h"
+
+typedef struct null_ctx {
+    fsdp_tickets tickets;
+    float *region[FSDP_SHM_REGIONS];
+    int nregions;
+} null_ctx;
+
+static fsdp_status null_layout(fsdp_backend *b, const float *shard, const float *full, size_t n)
+{
+    int in_place;
+    return fsdp_backend_check_layout(b, shard, full, n, &in_place);
+}
+
+static fsdp_status null_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+{
+    return null_layout(b, shard, full, n);
+}
+
+static fsdp_status null_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
+{
+    return null_layout(b, shard, full, n);
+}
+
+static fsdp_status null_all_reduce(fsdp_backend *b, float *buf, size_t count) { return FSDP_OK; }
+
+static fsdp_status null_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
+{
+    return fsdp_backend_check_root(b, root);
+}
+
+static fsdp_status null_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
+{
+    *min = *max = v;
+    return FSDP_OK;
+}
+
+static fsdp_status null_max_u64(fsdp_backend *b, uint64_t *v, size_t count) { return FSDP_OK; }
+static fsdp_status null_sum_f64(fsdp_backend *b, double *v, size_t count) { return FSDP_OK; }
+static fsdp_status null_barrier(fsdp_backend *b) { return FSDP_OK; }
+
+static fsdp_status null_start(fsdp_backend *b, const float *shard, const float *full, size_t n, int *ticket)
+{
+    null_ctx *c = b->ctx;
+    FSDP_TRY(null_layout(b, shard, full, n));
+    FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
+    fsdp_tickets_issue(&c->tickets, ticket);
+    return FSDP_OK;
+}
+
+static fsdp_status null_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n, int *ticket)
+{
+    return null_start(b, shard, full, n, ticket);
+}
+
+static fsdp_status null_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard, size_t n,
+                                             int *ticket)
+{
+    return null_start(b, shard, full, n, ticket);
+}
+
+static fsdp_status null_wait(fsdp_backend *b, int ticket)
+{
+    null_ctx *c = b->ctx;
+    uint64_t upto;
+    FSDP_TRY(fsdp_tickets_wait_until(&c->tickets, b->name, ticket, &upto));
+    c->tickets.waited = upto;
+    return FSDP_OK;
+}
+
+/* Real memory: the engine copies this rank's parts into it. */
+static fsdp_status null_node_alloc(fsdp_backend *b, size_t count, float **out)
+{
+    null_ctx *c = b->ctx;
+    *out = c->nregions < FSDP_SHM_REGIONS ? calloc(count ? count : 1, sizeof(float)) : NULL;
+    if (!*out) return fsdp_fail(FSDP_ERR_NOMEM, "no memory for %zu floats of node memory", count);
+    c->region[c->nregions++] = *out;
+    return FSDP_OK;
+}
+
+static fsdp_status null_node_sync(fsdp_backend *b) { return FSDP_OK; }
+
+static void null_destroy(fsdp_backend *b)
+{
+    null_ctx *c = b->ctx;
+    for (int k = 0; k < c->nregions; ++k) free(c->region[k]);
+    free(c);
+    free(b);
+}
+
+static const fsdp_backend null_ops = {
+    .name = "null",
+    .rank = 0,
+    .mem = FSDP_MEM_HOST,
+    .all_gather = null_all_gather,
+    .reduce_scatter = null_reduce_scatter,
+    .all_reduce = null_all_reduce,
+    .broadcast = null_broadcast,
+    .min_max_u64 = null_min_max_u64,
+    .max_u64 = null_max_u64,
+    .sum_f64 = null_sum_f64,
+    .barrier = null_barrier,
+    .destroy = null_destroy,
+    .all_gather_start = null_all_gather_start,
+    .reduce_scatter_start = null_reduce_scatter_start,
+    .wait = null_wait,
+    .starts_block = 1,
+    .node_alloc = null_node_alloc,
+    .node_sync = null_node_sync,
+};
+
+fsdp_status fsdp_backend_null_create(int world, fsdp_backend **out)
+{
+    *out = NULL;
+    if (world < 1) return fsdp_fail(FSDP_ERR_CONFIG, "a world of %d ranks", world);
+    fsdp_backend *b = malloc(sizeof *b);
+    null_ctx *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    *b = null_ops;
+    b->world = world;
+    b->ctx = c;
+    *out = b;
+    return FSDP_OK;
+}
