@@ -102,7 +102,7 @@ static ckpt_header header_of(fsdp_engine *e, const network *net)
     h.seen = *net->seen;
     h.t = *net->t;
     h.ngroups = (uint32_t)e->ngroups;
-    h.strategy = (uint32_t)e->strategy;
+    h.strategy = (uint32_t)e->cfg.strategy;
     h.adam = (uint32_t)net->adam;
     h.align = (uint32_t)e->mem.align;
     h.layout_hash = layout_hash(e);

@@ -136,9 +136,9 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
             else tt[ntt++] = t[j];
         }
     }
-    int sharded = e->strategy == FSDP_SHARD_FULL;
-    g->keep_after_forward = gi == 0 || !e->reshard;
-    fsdp_flat_kind train = { sharded, 1, e->strategy == FSDP_SHARD_NONE, net->adam },
+    int sharded = e->cfg.strategy == FSDP_SHARD_FULL;
+    g->keep_after_forward = gi == 0 || !e->cfg.reshard_after_forward;
+    fsdp_flat_kind train = { sharded, 1, e->cfg.strategy == FSDP_SHARD_NONE, net->adam },
                    frozen = { sharded, 0, 0, 0 };
     fsdp_status s = fsdp_flat_setup(&e->flat, &g->train, tt, ntt, train);
     if (s == FSDP_OK) s = fsdp_flat_setup(&e->flat, &g->frozen, tf, ntf, frozen);
@@ -157,7 +157,7 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
  * one machine). */
 static const char *node_shared_unfit(const fsdp_engine *e)
 {
-    return e->strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
+    return e->cfg.strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
            : e->be->world == 1 ? "a world of one gathers nothing"
            : e->mem.device ? "GPU runs keep parameters in device memory"
            : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
@@ -263,8 +263,6 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(agree(e, local, e->plan_hash));
 
     e->net = net;
-    e->strategy = e->cfg.strategy;
-    e->reshard = e->cfg.reshard_after_forward;
     e->prefetch = e->cfg.prefetch && fsdp_backend_starts_all_gather(e->dbe);
     e->ngroups = e->plan.ngroups;
     /* A staged build gathers every layer from the same slices on every rank. */
@@ -293,7 +291,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
             frozen += e->groups[g].frozen.params;
         }
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
-                "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->strategy), e->ngroups,
+                "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
                 trainable, frozen, e->model_state_bytes / 1e6);
         if (e->plan.auto_default)
             fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
@@ -378,7 +376,7 @@ static fsdp_status pre_backward(fsdp_engine *e, fsdp_group *g, int i)
     FSDP_TRY(unshard(e, g, &g->train, 1));
     if (g->frozen_bwd) FSDP_TRY(unshard(e, g, &g->frozen, 1));
     FSDP_TRY(fsdp_flat_grad_point(&e->flat, &g->train));
-    return e->prefetch && e->reshard ? prefetch(e, e->next_backward[i], 1) : FSDP_OK;
+    return e->prefetch && e->cfg.reshard_after_forward ? prefetch(e, e->next_backward[i], 1) : FSDP_OK;
 }
 
 /* The group's optimizer step on its reduced gradient (none: decay and
@@ -406,7 +404,7 @@ static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args
     }
     fsdp_flat_own_written(&e->flat, f);
     FSDP_TRY(fsdp_flat_grad_spent(&e->flat, f));
-    if (e->strategy == FSDP_SHARD_GRAD_OP) {
+    if (e->cfg.strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
          * layer of the group computes again in this step. */

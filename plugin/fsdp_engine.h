@@ -69,8 +69,6 @@ typedef struct fsdp_engine {
     fsdp_layout_plan plan;
     fsdp_group *groups;
     int ngroups;
-    fsdp_strategy strategy;
-    int reshard;
     int *next_forward;       /* per layer: the group whose span starts next after it (prefetch), or -1 */
     int *next_backward;      /* per layer: the group whose backward comes next below it, or -1 */
     fsdp_layer_fns *orig;    /* per layer: Darknet's own functions, under the frozen wrappers */

@@ -299,7 +299,7 @@ static void sim_step(sim *s, const network *net)
                 } else {
                     take(s, &t->gradbuf, t->grad);
                 }
-                if (e->prefetch && e->reshard) sim_prefetch(s, e->next_backward[i], 1);
+                if (e->prefetch && e->cfg.reshard_after_forward) sim_prefetch(s, e->next_backward[i], 1);
             }
             if (i == g->bwd_lo) {
                 if (micro == nsub - 1) {

@@ -64,7 +64,7 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(f, "{\"world\": %d, \"strategy\": \"%s\", \"backend\": \"%s\", \"steps\": %d,\n \"groups\": [",
-            e->be->world, fsdp_strategy_str(e->strategy), e->dbe ? e->dbe->name : e->be->name, e->steps);
+            e->be->world, fsdp_strategy_str(e->cfg.strategy), e->dbe ? e->dbe->name : e->be->name, e->steps);
     for (int g = 0; g < e->ngroups; ++g) {
         fputs(g ? ",\n  " : "\n  ", f);
         write_group(f, e, &e->groups[g]);
