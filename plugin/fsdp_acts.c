@@ -106,8 +106,7 @@ fsdp_status fsdp_acts_layer_built(fsdp_acts *a, const fsdp_cfg *cfg, network *ne
     layer *l = &net->layers[i];
     fsdp_tensor t[FSDP_MAX_TENSORS];
     int frozen = i < cfg->nlayers && cfg->layers[i].frozen;
-    int need = fsdp_layer_tensors(l, t) > 0 && !frozen, in[FSDP_MAX_INPUTS], k = fsdp_layer_inputs(net, i, in);
-    for (int j = 0; j < k && !need; ++j) need = in[j] >= 0 && in[j] < i && a->need[in[j]];
+    int need = fsdp_layer_needs_backward(net, i, fsdp_layer_tensors(l, t) > 0 && !frozen, a->need);
     a->need[i] = (unsigned char)need;
     if (need || !plain_layer(l) || read_after_forward(net, i)) return FSDP_OK;
     /* Every layer reading it comes later: the plan decides at setup. */

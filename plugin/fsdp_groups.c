@@ -112,19 +112,22 @@ static fsdp_status check_nesting(const fsdp_layout_plan *p, const fsdp_cfg *cfg)
     return FSDP_OK;
 }
 
+int fsdp_layer_needs_backward(const network *net, int i, int trainable, const unsigned char *need)
+{
+    int in[FSDP_MAX_INPUTS], n = fsdp_layer_inputs(net, i, in);
+    for (int k = 0; k < n && !trainable; ++k)
+        if (in[k] >= 0 && in[k] < i && need[in[k]]) trainable = 1;
+    return trainable;
+}
+
 static void backward_analysis(fsdp_layout_plan *p, network *net)
 {
     int stop = -1;
     for (int i = 0; i < p->nlayers; ++i)
         if (net->layers[i].stopbackward) stop = i;
-    for (int i = 0; i < p->nlayers; ++i) {
-        int in[FSDP_MAX_INPUTS];
-        int n = fsdp_layer_inputs(net, i, in), need = p->trainable[i];
-        for (int k = 0; k < n && !need; ++k)
-            if (in[k] >= 0 && in[k] < i && p->need_bwd[in[k]]) need = 1;
-        /* Darknet's backward loop stops at the last stopbackward layer. */
-        p->need_bwd[i] = (unsigned char)(i > stop && need);
-    }
+    /* Darknet's backward loop stops at the last stopbackward layer. */
+    for (int i = 0; i < p->nlayers; ++i)
+        p->need_bwd[i] = (unsigned char)(i > stop && fsdp_layer_needs_backward(net, i, p->trainable[i], p->need_bwd));
 }
 
 /* The cfg's shard_auto_group, or where the cfg names no grouping at all

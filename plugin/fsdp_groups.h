@@ -44,6 +44,11 @@ typedef struct fsdp_layout_plan {
  * crossing spans as "file:line: ..." and returns FSDP_ERR_CONFIG. */
 fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *net);
 void fsdp_plan_free(fsdp_layout_plan *p);
+/* Whether layer i needs a backward pass as far as the layers below it tell:
+ * it trains, or one of its inputs needs one (need[] for the layers below
+ * i).  The plan adds Darknet's stopbackward; fsdp_acts.h asks while
+ * building. */
+int fsdp_layer_needs_backward(const network *net, int i, int trainable, const unsigned char *need);
 /* Whether group a is b or one of b's ancestors. */
 int fsdp_group_is_ancestor(const fsdp_layout_plan *p, int a, int b);
 
