@@ -33,7 +33,7 @@ static void quiet_end(int saved)
 
 /* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's prediction. */
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                           fsdp_mem_prediction *out)
+                           fsdp_mem_prediction *out, int *batch, int *subdivisions)
 {
     /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
      * prediction is that of a one-machine run. */
@@ -58,6 +58,9 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     fsdp_status s = fsdp_on_network_built(&e, net);
     quiet_end(saved);
     *out = e.predicted;
+    /* The cfg's [net] batch and subdivisions, as Darknet read them. */
+    *subdivisions = net->subdivisions;
+    *batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
     fsdp_status f = fsdp_on_network_free(&e, net);
     free_network(net);
     fsdp_engine_free(&e);
@@ -65,36 +68,6 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     hooks->ctx = NULL;
     be->destroy(be);   /* with its node memory */
     return s != FSDP_OK ? s : f;
-}
-
-/* [net]'s batch and subdivisions as Darknet reads them (spaces dropped;
- * subdivisions 1 when absent). */
-static fsdp_status net_batch(const char *cfg, int *batch, int *subdivisions)
-{
-    FILE *f = fopen(cfg, "r");
-    if (!f) return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget: cannot read %s", cfg);
-    char line[4096];
-    int in_net = 0;
-    *batch = 1;
-    *subdivisions = 1;
-    while (fgets(line, sizeof line, f)) {
-        char key[4096];
-        size_t k = 0;
-        for (const char *c = line; *c && *c != '\n'; ++c)
-            if (*c != ' ' && *c != '\t' && *c != '\r') key[k++] = *c;
-        key[k] = 0;
-        if (key[0] == '[') {
-            if (in_net) break;
-            in_net = !strcmp(key, "[net]") || !strcmp(key, "[network]");
-        } else if (in_net && !strncmp(key, "batch=", 6)) {
-            *batch = atoi(key + 6);
-        } else if (in_net && !strncmp(key, "subdivisions=", 13)) {
-            *subdivisions = atoi(key + 13);
-        }
-    }
-    fclose(f);
-    return *batch > 0 && *subdivisions > 0 ? FSDP_OK
-           : fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget: %s: [net] needs batch and subdivisions of at least 1", cfg);
 }
 
 /* A copy of cfg in a temporary file with [net]'s subdivisions set to sub:
@@ -130,15 +103,13 @@ static fsdp_status with_subdivisions(const char *cfg, int sub, char *path, size_
 }
 
 /* The budget table (fsdp_planner.h). */
-static fsdp_status fit_budget(const char *cfg, long max_world, const char *budget, size_t fixed, dn_hooks *hooks,
-                              FILE *out)
+static fsdp_status fit_budget(const char *cfg, int batch, int sub0, long max_world, const char *budget, size_t fixed,
+                              dn_hooks *hooks, FILE *out)
 {
     char *end = NULL;
     double mb = strtod(budget, &end);
     if (!*budget || *end || !(mb > 0))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: expected megabytes per rank, more than 0", budget);
-    int batch = 0, sub0 = 0;
-    FSDP_TRY(net_batch(cfg, &batch, &sub0));
     fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks the fewest "
             "subdivisions (the cfg's batch=%d per rank kept: more subdivisions, fewer images per forward):\n\n"
             "| ranks | subdivisions | images per forward | predicted peak per rank (MB) |\n|---|---|---|---|\n",
@@ -151,7 +122,8 @@ static fsdp_status fit_budget(const char *cfg, long max_world, const char *budge
             char path[4096];
             fsdp_mem_prediction p;
             if (s != sub0) FSDP_TRY(with_subdivisions(cfg, s, path, sizeof path));
-            fsdp_status st = predict(s != sub0 ? path : cfg, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p);
+            int b, d;
+            fsdp_status st = predict(s != sub0 ? path : cfg, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &b, &d);
             if (s != sub0) remove(path);
             FSDP_TRY(st);
             least = p.peak / 1e6;
@@ -182,16 +154,17 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
     size_t fixed = fsdp_memplan_resident();
     fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
             "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
+    int batch = 1, subdivisions = 1;
     for (long w = 1; w <= n; ++w) {
         fprintf(out, "| %ld |", w);
         for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
             fsdp_mem_prediction p;
-            FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p));
+            FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &batch, &subdivisions));
             char node[48] = "";
             if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
             fprintf(out, " %.1f (%.1f + %s%.1f) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6);
         }
         fprintf(out, "\n");
     }
-    return budget ? fit_budget(cfg, n, budget, fixed, hooks, out) : FSDP_OK;
+    return budget ? fit_budget(cfg, batch, subdivisions, n, budget, fixed, hooks, out) : FSDP_OK;
 }
