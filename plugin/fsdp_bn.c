@@ -26,31 +26,31 @@ static float global_factor(dn_bn_what what, int world, int count)
 }
 
 /* buf[0 .. n) = a * (its sum over ranks), host memory. */
-static fsdp_status reduce_host(fsdp_engine *e, float *buf, size_t n, float a)
+static fsdp_status reduce_host(fsdp_bn *bn, float *buf, size_t n, float a)
 {
-    FSDP_TRY(e->be->all_reduce(e->be, buf, n));
+    FSDP_TRY(bn->be->all_reduce(bn->be, buf, n));
     for (size_t c = 0; c < n; ++c) buf[c] *= a;
     return FSDP_OK;
 }
 
 /* On the host each all-reduce is a point where both ranks must be running;
  * Darknet reads mean_delta only after variance_delta (normalize_delta), so
- * the two travel in one all-reduce: mean_delta waits in e->bn_pending. */
-static fsdp_status host_sync(fsdp_engine *e, int layer, dn_bn_what what, float *x, int channels, float a)
+ * the two travel in one all-reduce: mean_delta waits in bn->pending. */
+static fsdp_status host_sync(fsdp_bn *bn, int layer, dn_bn_what what, float *x, int channels, float a)
 {
-    if (e->bn_pending && !(what == DN_BN_VARIANCE_DELTA && e->bn_pending_channels == channels)) {
+    if (bn->pending && !(what == DN_BN_VARIANCE_DELTA && bn->pending_channels == channels)) {
         /* Not Darknet's order: the waiting mean_delta goes alone first. */
-        float *p = e->bn_pending;
-        e->bn_pending = NULL;
-        FSDP_TRY(reduce_host(e, p, (size_t)e->bn_pending_channels, (float)(1.0 / e->be->world)));
+        float *p = bn->pending;
+        bn->pending = NULL;
+        FSDP_TRY(reduce_host(bn, p, (size_t)bn->pending_channels, (float)(1.0 / bn->be->world)));
     }
     if (what == DN_BN_MEAN_DELTA) {
-        e->bn_pending = x;
-        e->bn_pending_channels = channels;
+        bn->pending = x;
+        bn->pending_channels = channels;
         return FSDP_OK;
     }
-    float *md = what == DN_BN_VARIANCE_DELTA && e->bn_pending_channels == channels ? e->bn_pending : NULL;
-    e->bn_pending = NULL;
+    float *md = what == DN_BN_VARIANCE_DELTA && bn->pending_channels == channels ? bn->pending : NULL;
+    bn->pending = NULL;
     size_t n = (size_t)channels * (md ? 2 : 1);
     float stack[2048], *buf = x;
     if (md) {
@@ -59,7 +59,7 @@ static fsdp_status host_sync(fsdp_engine *e, int layer, dn_bn_what what, float *
         memcpy(buf, md, (size_t)channels * sizeof *buf);
         memcpy(buf + channels, x, (size_t)channels * sizeof *buf);
     }
-    fsdp_status s = reduce_host(e, buf, n, a);
+    fsdp_status s = reduce_host(bn, buf, n, a);
     if (s == FSDP_OK) {
         if (md) {
             memcpy(md, buf, (size_t)channels * sizeof *buf);
@@ -72,11 +72,29 @@ static fsdp_status host_sync(fsdp_engine *e, int layer, dn_bn_what what, float *
     return FSDP_OK;
 }
 
-fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what what, float *x,
-                         int channels, int count)
+fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_backend *be, fsdp_backend *dbe,
+                           const fsdp_mem_ctx *mem, const fsdp_layout_plan *plan)
+{
+    bn->net = net;
+    bn->be = be;
+    bn->dbe = dbe;
+    bn->mem = mem;
+    bn->plan = plan;
+    free(bn->group_bytes);
+    bn->group_bytes = calloc((size_t)plan->ngroups, sizeof *bn->group_bytes);
+    return bn->group_bytes ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+}
+
+void fsdp_bn_free(fsdp_bn *bn)
+{
+    free(bn->group_bytes);
+    *bn = (fsdp_bn){ 0 };
+}
+
+fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
     /* net is Darknet's by-value copy: the layers array names the network. */
-    if (!e->net || net->layers != e->net->layers || !net->train || e->be->world == 1 || channels <= 0)
+    if (!bn->net || net->layers != bn->net->layers || !net->train || bn->be->world == 1 || channels <= 0)
         return FSDP_OK;
     if (count < 2)
         /* Darknet divides this rank's variance by count - 1 = 0: nothing
@@ -84,27 +102,27 @@ fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what wha
         return fsdp_fail(FSDP_ERR_CONFIG, "layer %d: synchronized batch norm needs at least 2 values per "
                          "channel on each rank (batch x height x width is %d); raise batch, or set "
                          "sync_bn=0 in [net]", layer, count);
-    float a = global_factor(what, e->be->world, count);
-    if (e->mem.device) {
+    float a = global_factor(what, bn->be->world, count);
+    if (bn->mem->device) {
 #ifdef GPU
-        FSDP_TRY(e->dbe->all_reduce(e->dbe, x, (size_t)channels));
+        FSDP_TRY(bn->dbe->all_reduce(bn->dbe, x, (size_t)channels));
         fsdp_bn_scale_gpu(x, channels, a);
         fsdp_status s = fsdp_kernels_status();
         if (s != FSDP_OK)
             return fsdp_fail(s, "layer %d: synchronized batch norm (%s)", layer, what_str(what));
 #endif
     } else {
-        FSDP_TRY(host_sync(e, layer, what, x, channels, a));
+        FSDP_TRY(host_sync(bn, layer, what, x, channels, a));
     }
     uint64_t bytes = (uint64_t)channels * sizeof(float);
-    e->bytes_bn += bytes;
-    if (layer >= 0 && layer < e->plan.nlayers) e->groups[e->plan.layer_group[layer]].bn_bytes += bytes;
+    bn->bytes += bytes;
+    if (layer >= 0 && layer < bn->plan->nlayers) bn->group_bytes[bn->plan->layer_group[layer]] += bytes;
     return FSDP_OK;
 }
 
-fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
+fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net)
 {
-    if (net != e->net) return FSDP_OK;
+    if (!bn->net || net != bn->net) return FSDP_OK;
     uint64_t h = FSDP_FNV1A_START, lo, hi;
     float *tmp = NULL;
     fsdp_status s = FSDP_OK;
@@ -113,13 +131,13 @@ fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
         if (!(l->batch_normalize || l->type == BATCHNORM) || !l->rolling_mean || !l->rolling_variance) continue;
         const float *m = l->rolling_mean, *v = l->rolling_variance;
 #ifdef GPU
-        if (e->mem.device) {
+        if (bn->mem->device) {
             /* Darknet trains the device copies; the host ones are stale. */
             float *t = realloc(tmp, 2 * (size_t)l->out_c * sizeof *t);
             if (!t) { s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); break; }
             tmp = t;
-            s = fsdp_mem_to_host(&e->mem, tmp, l->rolling_mean_gpu, (size_t)l->out_c);
-            if (s == FSDP_OK) s = fsdp_mem_to_host(&e->mem, tmp + l->out_c, l->rolling_variance_gpu, (size_t)l->out_c);
+            s = fsdp_mem_to_host(bn->mem, tmp, l->rolling_mean_gpu, (size_t)l->out_c);
+            if (s == FSDP_OK) s = fsdp_mem_to_host(bn->mem, tmp + l->out_c, l->rolling_variance_gpu, (size_t)l->out_c);
             m = tmp;
             v = tmp + l->out_c;
         }
@@ -129,9 +147,9 @@ fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
     }
     free(tmp);
     /* Every rank takes part even after a local failure, so none waits alone. */
-    FSDP_TRY(fsdp_backend_all_ok(e->be, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
-    FSDP_TRY(e->be->min_max_u64(e->be, h, &lo, &hi));
-    ++e->bn_rolling_checks;
-    if (lo != hi) ++e->bn_rolling_differ;
+    FSDP_TRY(fsdp_backend_all_ok(bn->be, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
+    FSDP_TRY(bn->be->min_max_u64(bn->be, h, &lo, &hi));
+    ++bn->rolling_checks;
+    if (lo != hi) ++bn->rolling_differ;
     return FSDP_OK;
 }

@@ -22,18 +22,38 @@
 #ifndef FSDP_BN_H
 #define FSDP_BN_H
 
+#include <stdint.h>
 #include "darknet_plugin.h"
-#include "fsdp_engine.h"
+#include "fsdp_backend.h"
+#include "fsdp_groups.h"
+#include "fsdp_mem.h"
+
+typedef struct fsdp_bn {
+    const network *net;         /* the sharded network; NULL until attached */
+    fsdp_backend *be;           /* host all-reduces, checks */
+    fsdp_backend *dbe;          /* device all-reduces (GPU runs) */
+    const fsdp_mem_ctx *mem;    /* where the network computes */
+    const fsdp_layout_plan *plan;   /* which group each layer's bytes count in */
+    uint64_t bytes;             /* all-reduced, in all */
+    uint64_t *group_bytes;      /* per group */
+    int rolling_checks, rolling_differ;   /* fsdp_bn_check_rolling */
+    float *pending;             /* host runs: a mean_delta reduced with the next variance_delta */
+    int pending_channels;
+} fsdp_bn;
+
+/* Once the engine has built the network: what synchronizing needs. */
+fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_backend *be, fsdp_backend *dbe,
+                           const fsdp_mem_ctx *mem, const fsdp_layout_plan *plan);
+void fsdp_bn_free(fsdp_bn *bn);
 
 /* The bn_sync hook's body.  x is in device memory on GPU runs. */
-fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what what, float *x,
-                         int channels, int count);
+fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, float *x, int channels, int count);
 
 /* At each save (every rank): whether every batch-norm layer's rolling mean
  * and variance are bit for bit the same on every rank, counted in
- * e->bn_rolling_checks and e->bn_rolling_differ (the stats file's
- * "bn_rolling"), never an error: under sync_bn=0 they differ by design. */
-fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net);
+ * rolling_checks and rolling_differ (the stats file's "bn_rolling"), never
+ * an error: under sync_bn=0 they differ by design. */
+fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net);
 
 #ifdef GPU
 #ifdef __cplusplus

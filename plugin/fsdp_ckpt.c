@@ -463,10 +463,10 @@ static fsdp_status agree_files(fsdp_engine *e, const ckpt_header *h, const char 
     return FSDP_OK;
 }
 
-fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, uint64_t weights_size, uint64_t weights_hash)
+fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
+                           uint64_t weights_hash)
 {
     fsdp_status s = FSDP_OK;
-    const char *weights = e->weights_file;
     int world = 0;
     ckpt_in *files = NULL;
     ckpt_header h;

@@ -18,11 +18,13 @@
  * weights file's size and checksum, which every shard file records). */
 fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights);
 /* After the network is sharded: replace this rank's shards and optimizer
- * state by the checkpoint's.  A missing, short, corrupt (checksum) or foreign
+ * state by the checkpoint's, beside `weights` (the file loaded; NULL: none
+ * was, which is refused).  A missing, short, corrupt (checksum) or foreign
  * file (other world size, cfg, run or step than the other ranks' files, or
  * saved with another weights file than the one loaded: weights_size and
  * weights_hash) stops every rank with a message naming it. */
-fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, uint64_t weights_size, uint64_t weights_hash);
+fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
+                           uint64_t weights_hash);
 /* Before a save of `weights`: removes the *.tmp files an interrupted save
  * left beside it (rank 0: weights files and every rank's shards of another
  * world size; each rank: its own shards). */

@@ -8,7 +8,7 @@
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
-static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a);
+
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
 {
@@ -32,11 +32,11 @@ static void release_network(fsdp_engine *e)
     free(e->groups);
     e->groups = NULL;
     e->ngroups = 0;
-    free(e->next_forward);
-    free(e->next_backward);
+    free(e->tally.group);
+    e->tally.group = NULL;
     free(e->node.terms);
     e->node = (fsdp_node){ 0 };
-    e->next_forward = e->next_backward = NULL;
+    fsdp_step_plan_free(&e->step_plan);
     fsdp_plan_free(&e->plan);
 }
 
@@ -47,10 +47,6 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
     fsdp_frozen_uninstall(net, e->orig);
     e->orig = NULL;
     fsdp_status s = finish_reduce(e);
-    if (s == FSDP_OK && e->stats_path && e->be->rank == 0 && !e->stats_written) {
-        s = fsdp_write_stats(e, e->stats_path);
-        e->stats_written = 1;
-    }
     release_network(e);   /* points every layer array it owned at NULL */
     return s;             /* e->net stays set: one network per process */
 }
@@ -60,9 +56,6 @@ void fsdp_engine_free(fsdp_engine *e)
     release_network(e);
     fsdp_cfg_free(&e->cfg);
     fsdp_stage_free(&e->stage);
-    fsdp_hosts_free(&e->hosts);
-    free(e->stats_path);
-    free(e->weights_file);
 }
 
 int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, const char *key, const char *val)
@@ -110,7 +103,6 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     fsdp_group *g = &e->groups[gi];
     fsdp_layout_plan *p = &e->plan;
     g->info = &p->groups[gi];
-    g->bwd_hi = g->bwd_lo = -1;
     fsdp_tensor *tt = NULL, *tf = NULL;
     int ntt = 0, ntf = 0, cap = 0;
     /* One group's layers whole at a time, from every rank's slices. */
@@ -120,11 +112,6 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
         int i = g->info->layers[k];
         fsdp_tensor t[FSDP_MAX_TENSORS];
         int nt = fsdp_layer_tensors(&net->layers[i], t);
-        if (p->need_bwd[i]) {
-            if (g->bwd_hi < i) g->bwd_hi = i;
-            if (g->bwd_lo < 0 || i < g->bwd_lo) g->bwd_lo = i;
-            if (p->frozen[i] && nt) g->frozen_bwd = 1;
-        }
         if (!nt) continue;
         cap += nt;
         fsdp_tensor *a = realloc(tt, (size_t)cap * sizeof *a), *b = a ? realloc(tf, (size_t)cap * sizeof *b) : NULL;
@@ -137,7 +124,6 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
         }
     }
     int sharded = e->cfg.strategy == FSDP_SHARD_FULL;
-    g->keep_after_forward = gi == 0 || !e->cfg.reshard_after_forward;
     fsdp_flat_kind train = { sharded, 1, e->cfg.strategy == FSDP_SHARD_NONE, net->adam },
                    frozen = { sharded, 0, 0, 0 };
     fsdp_status s = fsdp_flat_setup(&e->flat, &g->train, tt, ntt, train);
@@ -146,8 +132,8 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     free(tf);
     const fsdp_flat *fl[2] = { &g->train, &g->frozen };
     for (int k = 0; k < 2; ++k) {
-        e->model_state_bytes += fl[k]->state_bytes;
-        e->bytes_bcast += fl[k]->bcast_bytes;
+        e->tally.model_state_bytes += fl[k]->state_bytes;
+        e->tally.bcast += fl[k]->bcast_bytes;
     }
     return s;
 }
@@ -155,7 +141,7 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
 /* Why shard_node_shared=1 cannot apply to this run, or NULL where it can:
  * `full` on host memory where the backend maps node memory (every rank on
  * one machine). */
-static const char *node_shared_unfit(const fsdp_engine *e)
+const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
 {
     return e->cfg.strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
            : e->be->world == 1 ? "a world of one gathers nothing"
@@ -170,7 +156,7 @@ static const char *node_shared_unfit(const fsdp_engine *e)
 static fsdp_status share_node(fsdp_engine *e)
 {
     if (!e->cfg.node_shared) return FSDP_OK;
-    const char *why = node_shared_unfit(e);
+    const char *why = fsdp_engine_node_shared_unfit(e);
     if (why) {
         if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
         return FSDP_OK;
@@ -203,43 +189,6 @@ static fsdp_status share_node(fsdp_engine *e)
     return FSDP_OK;
 }
 
-/* The group whose backward comes first stays gathered from its forward to
- * its backward when only the root's own layers (the head, the loss) run in
- * between: resharding it would gather the same bytes again at once.  Under
- * reshard_after_forward=0 every group stays anyway. */
-static void keep_first_backward(fsdp_engine *e, const network *net)
-{
-    int first = -1;
-    for (int k = 1; k < e->ngroups; ++k)
-        if (e->groups[k].bwd_hi >= 0 && (first < 0 || e->groups[k].bwd_hi > e->groups[first].bwd_hi)) first = k;
-    if (first < 0) return;
-    for (int i = e->groups[first].info->span_last + 1; i < net->n; ++i)
-        if (e->plan.layer_group[i] != 0) return;
-    e->groups[first].keep_after_forward = 1;
-}
-
-/* Per layer, which group prefetch gathers next: in forward the group whose
- * span starts first after the layer, in backward the group with the highest
- * backward layer below it (the lowest-numbered group on a tie). */
-static fsdp_status plan_prefetch(fsdp_engine *e, int n)
-{
-    e->next_forward = malloc((size_t)n * sizeof *e->next_forward);
-    e->next_backward = malloc((size_t)n * sizeof *e->next_backward);
-    if (!e->next_forward || !e->next_backward) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < n; ++i) {
-        int f = -1, b = -1;
-        for (int k = 0; k < e->ngroups; ++k) {
-            const fsdp_group *g = &e->groups[k];
-            if (g->info->span_first > i && (f < 0 || g->info->span_first < e->groups[f].info->span_first)) f = k;
-            if (g->bwd_hi >= 0 && g->bwd_hi < i && (b < 0 || g->bwd_hi > e->groups[b].bwd_hi)) b = k;
-        }
-        e->next_forward[i] = f;
-        e->next_backward[i] = b;
-    }
-    return FSDP_OK;
-}
-
-
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 {
     if (e->net)
@@ -263,27 +212,25 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(agree(e, local, e->plan_hash));
 
     e->net = net;
-    e->prefetch = e->cfg.prefetch && fsdp_backend_starts_all_gather(e->dbe);
     e->ngroups = e->plan.ngroups;
+    fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
+                            e->cfg.prefetch && fsdp_backend_starts_all_gather(e->dbe) };
+    FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
     /* A staged build gathers every layer from the same slices on every rank. */
     e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled, &e->node };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
-    if (!e->groups) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    e->tally.group = calloc((size_t)e->ngroups, sizeof *e->tally.group);
+    if (!e->groups || !e->tally.group) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
     fsdp_stage_free(&e->stage);
     FSDP_TRY(share_node(e));
-    keep_first_backward(e, net);
-    FSDP_TRY(plan_prefetch(e, net->n));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     malloc_trim(0);
-    if (!e->mem.device) {
-        /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
-        e->mem.pool = &e->pool;
-        fsdp_memplan_predict(e, net, e->fixed_bytes, &e->predicted);
-    }
+    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
+    if (!e->mem.device) e->mem.pool = &e->pool;
     if (e->be->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {
@@ -292,59 +239,35 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         }
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
                 "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
-                trainable, frozen, e->model_state_bytes / 1e6);
+                trainable, frozen, e->tally.model_state_bytes / 1e6);
         if (e->plan.auto_default)
             fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
                     "parameters (a %dth of the model, at least %d): a rank gathers one group at a time instead of "
                     "keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
                     e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN);
-        const fsdp_mem_prediction *m = &e->predicted;
-        char node_note[64] = "";
-        if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);
-        if (m->peak)
-            fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
-                    "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f\n",
-                    m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
-                    m->model_state / 1e6, node_note, m->step_buffers / 1e6);
-        /* The copying path on one machine, where the cfg never chose: the
-         * faster way is one key away (it stays opt-in for what RSS shows). */
-        if (!e->cfg.node_shared_set && !node_shared_unfit(e))
-            fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
-                    "here once and gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this "
-                    "note out\n", e->be->world);
-        fsdp_hosts_note_keepalive(&e->hosts, e->timeout_s);
     }
     return FSDP_OK;
 }
 
-/* ---- phases of a group ---------------------------------------------------- */
+/* ---- the step plan's operations ---------------------------------------------- */
+
+static fsdp_flat *flat_of(fsdp_engine *e, const fsdp_op *op)
+{
+    fsdp_group *g = &e->groups[op->group];
+    return op->flat == FSDP_FLAT_FROZEN ? &g->frozen : &g->train;
+}
 
 /* Unshard: gather a flat for compute, counting the bytes (backward gathers too). */
-static fsdp_status unshard(fsdp_engine *e, fsdp_group *g, fsdp_flat *f, int backward)
+static fsdp_status unshard(fsdp_engine *e, const fsdp_op *op)
 {
     uint64_t bytes;
-    FSDP_TRY(fsdp_flat_unshard(&e->flat, f, &bytes));
+    FSDP_TRY(fsdp_flat_unshard(&e->flat, flat_of(e, op), &bytes));
     if (!bytes) return FSDP_OK;
-    g->ag_bytes += bytes;
-    e->bytes_ag += bytes;
-    if (backward) ++g->backward_gathers;
+    fsdp_group_tally *t = &e->tally.group[op->group];
+    t->ag_bytes += bytes;
+    e->tally.ag += bytes;
+    if (op->backward) ++t->backward_gathers;
     return FSDP_OK;
-}
-
-/* shard_prefetch: start gathering the group that computes next while this
- * one computes.  One prefetch at a time keeps memory bounded. */
-static fsdp_status prefetch(fsdp_engine *e, int k, int backward)
-{
-    if (k < 0) return FSDP_OK;
-    fsdp_group *g = &e->groups[k];
-    FSDP_TRY(fsdp_flat_unshard_start(&e->flat, &g->train));
-    return !backward || g->frozen_bwd ? fsdp_flat_unshard_start(&e->flat, &g->frozen) : FSDP_OK;
-}
-
-static void reshard(fsdp_engine *e, fsdp_group *g)
-{
-    fsdp_flat_reshard(&e->flat, &g->train);
-    fsdp_flat_reshard(&e->flat, &g->frozen);
 }
 
 /* Waits for the reduce-scatter in flight, if the backend started one. */
@@ -355,34 +278,11 @@ static fsdp_status finish_reduce(fsdp_engine *e)
     return g ? fsdp_flat_reduce_wait(&e->flat, &g->train) : FSDP_OK;
 }
 
-static fsdp_status pre_forward(fsdp_engine *e, fsdp_group *g)
-{
-    FSDP_TRY(unshard(e, g, &g->train, 0));
-    return unshard(e, g, &g->frozen, 0);
-}
-
-/* After the group's span: what backward needs stays where the group keeps
- * its parameters through the step; frozen parameters nobody needs in
- * backward never stay. */
-static void post_forward(fsdp_engine *e, fsdp_group *g, int training)
-{
-    if (!fsdp_group_keeps_frozen(g, training)) fsdp_flat_reshard(&e->flat, &g->frozen);
-    if (!fsdp_group_keeps_train(g, training)) fsdp_flat_reshard(&e->flat, &g->train);
-}
-
-/* Before the group's highest layer needing backward. */
-static fsdp_status pre_backward(fsdp_engine *e, fsdp_group *g, int i)
-{
-    FSDP_TRY(unshard(e, g, &g->train, 1));
-    if (g->frozen_bwd) FSDP_TRY(unshard(e, g, &g->frozen, 1));
-    FSDP_TRY(fsdp_flat_grad_point(&e->flat, &g->train));
-    return e->prefetch && e->cfg.reshard_after_forward ? prefetch(e, e->next_backward[i], 1) : FSDP_OK;
-}
-
 /* The group's optimizer step on its reduced gradient (none: decay and
  * momentum alone), once per update. */
-static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args *a)
+static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
 {
+    fsdp_group *g = &e->groups[k];
     fsdp_flat *f = &g->train;
     g->updated = 1;
     if (!f->nt) return FSDP_OK;
@@ -409,8 +309,8 @@ static fsdp_status update_group(fsdp_engine *e, fsdp_group *g, const update_args
          * world of one updated its replica in place).  Safe in backward: no
          * layer of the group computes again in this step. */
         if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
-        g->ag_bytes += f->nfull * sizeof(float);
-        e->bytes_ag += f->nfull * sizeof(float);
+        e->tally.group[k].ag_bytes += f->nfull * sizeof(float);
+        e->tally.ag += f->nfull * sizeof(float);
     }
     return FSDP_OK;
 }
@@ -420,12 +320,7 @@ static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a)
 {
     fsdp_group *g = e->rs_inflight;
     FSDP_TRY(finish_reduce(e));
-    return g ? update_group(e, g, a) : FSDP_OK;
-}
-
-static int last_micro_batch(const fsdp_engine *e, const network *net)
-{
-    return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
+    return g ? update_group(e, (int)(g - e->groups), a) : FSDP_OK;
 }
 
 /* The arguments update_network will pass at the end of this step
@@ -450,29 +345,66 @@ static const update_args *backward_args(fsdp_engine *e, network *net)
     return &e->step_args;
 }
 
-/* After the group's lowest layer needing backward: reduce the gradient
- * once per update (one reduce-scatter in flight at a time) and step the
- * optimizer on it as soon as it is reduced. */
-static fsdp_status post_backward(fsdp_engine *e, fsdp_group *g, network *net)
+/* The last micro-batch's post-backward: reduce the gradient (one
+ * reduce-scatter in flight at a time) and step the optimizer on it as soon
+ * as it is reduced. */
+static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
 {
-    fsdp_status s = FSDP_OK;
-    if (last_micro_batch(e, net)) {
-        uint64_t rs = 0, ar = 0;
-        const update_args *a = backward_args(e, net);
-        s = settle_reduce(e, a);
-        if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
-        if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = g;
-        else if (s == FSDP_OK && (g->train.grad_state == FSDP_GRAD_REDUCED || g->train.grad_state == FSDP_GRAD_IN_SLOTS))
-            s = update_group(e, g, a);
-        g->rs_bytes += rs;
-        g->ar_bytes += ar;
-        e->bytes_rs += rs;
-        e->bytes_ar += ar;
-    } else {
-        fsdp_flat_grad_unpoint(&g->train);
-    }
-    if (g != &e->groups[0]) reshard(e, g);   /* the root keeps its parameters through the step */
+    fsdp_group *g = &e->groups[k];
+    uint64_t rs = 0, ar = 0;
+    fsdp_status s = settle_reduce(e, a);
+    if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
+    if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = g;
+    else if (s == FSDP_OK && (g->train.grad_state == FSDP_GRAD_REDUCED || g->train.grad_state == FSDP_GRAD_IN_SLOTS))
+        s = update_group(e, k, a);
+    e->tally.group[k].rs_bytes += rs;
+    e->tally.group[k].ar_bytes += ar;
+    e->tally.rs += rs;
+    e->tally.ar += ar;
     return s;
+}
+
+/* One op of the step plan on the flats.  `a` is the update's arguments
+ * where an op steps the optimizer (reduce, settle, step), else NULL. */
+static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
+{
+    switch (op->kind) {
+    case FSDP_OP_UNSHARD: return unshard(e, op);
+    case FSDP_OP_PREFETCH: return fsdp_flat_unshard_start(&e->flat, flat_of(e, op));
+    case FSDP_OP_RESHARD: fsdp_flat_reshard(&e->flat, flat_of(e, op)); return FSDP_OK;
+    case FSDP_OP_GRAD_POINT: return fsdp_flat_grad_point(&e->flat, flat_of(e, op));
+    case FSDP_OP_GRAD_UNPOINT: fsdp_flat_grad_unpoint(flat_of(e, op)); return FSDP_OK;
+    case FSDP_OP_REDUCE: return reduce(e, op->group, a);
+    case FSDP_OP_SETTLE: return settle_reduce(e, a);
+    case FSDP_OP_STEP: {
+        fsdp_group *g = &e->groups[op->group];
+        fsdp_status s = g->updated ? FSDP_OK : update_group(e, op->group, a);
+        g->updated = 0;
+        return s;
+    }
+    case FSDP_OP_KINDS: break;
+    }
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);
+}
+
+static int last_micro_batch(const fsdp_engine *e, const network *net)
+{
+    return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
+}
+
+/* The ops at layer i's point `at` that apply to this step. */
+static fsdp_status run_at(fsdp_engine *e, network *net, int i, fsdp_at at)
+{
+    int n;
+    const fsdp_op *ops = fsdp_step_plan_at(&e->step_plan, i, at, &n);
+    int last = at >= FSDP_AT_BACKWARD_BEFORE && last_micro_batch(e, net);
+    const update_args *a = NULL;
+    for (int k = 0; k < n; ++k) {
+        if (!fsdp_op_applies(&ops[k], net->train, last)) continue;
+        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = backward_args(e, net);
+        FSDP_TRY(run_op(e, &ops[k], a));
+    }
+    return FSDP_OK;
 }
 
 /* ---- hooks: forward, backward ---------------------------------------------- */
@@ -481,13 +413,7 @@ fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
 {
     if (net != e->net) return FSDP_OK;
     fsdp_acts_forward(&e->acts, net, i, when);
-    /* Groups are numbered parent before child: outer groups gather first. */
-    for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_group *g = &e->groups[k];
-        if (when == DN_BEFORE && g->info->span_first == i) FSDP_TRY(pre_forward(e, g));
-        if (when == DN_AFTER && g->info->span_last == i) post_forward(e, g, net->train);
-    }
-    return when == DN_BEFORE && e->prefetch ? prefetch(e, e->next_forward[i], 0) : FSDP_OK;
+    return run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_FORWARD_BEFORE : FSDP_AT_FORWARD_AFTER);
 }
 
 fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, int *skip)
@@ -498,9 +424,7 @@ fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, 
         *skip = 1;
         return FSDP_OK;
     }
-    fsdp_group *g = &e->groups[e->plan.layer_group[i]];
-    if (when == DN_BEFORE) return i == g->bwd_hi ? pre_backward(e, g, i) : FSDP_OK;
-    return i == g->bwd_lo ? post_backward(e, g, net) : FSDP_OK;
+    return run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_BACKWARD_BEFORE : FSDP_AT_BACKWARD_AFTER);
 }
 
 /* ---- update -------------------------------------------------------------- */
@@ -518,25 +442,29 @@ static int same_args(const update_args *a, const update_args *b)
            same_float(a->B1, b->B1) && same_float(a->B2, b->B2) && same_float(a->eps, b->eps) && a->t == b->t;
 }
 
+/* Node-shared groups that did not step in backward (below stopbackward)
+ * wait until every rank is past its forward: no reduce-scatter tells them. */
+static fsdp_status sync_late_steps(fsdp_engine *e)
+{
+    int late = 0;
+    for (int k = 0; k < e->ngroups; ++k) late |= !e->groups[k].updated && e->groups[k].train.in_node;
+    return late ? fsdp_flat_node_sync(&e->flat) : FSDP_OK;
+}
+
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
 {
     if (e->args_set && !same_args(a, &e->step_args))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "update %d: Darknet's update (learning rate %g, batch %d, t %d) "
                          "is not the one the groups took in backward (%g, %d, %d)", a->t, a->learning_rate,
                          a->batch, a->t, e->step_args.learning_rate, e->step_args.batch, e->step_args.t);
-    FSDP_TRY(settle_reduce(e, a));
-    /* Groups backward never reached (below stopbackward) still decay and
-     * move with their momentum, as in Darknet.  Node-shared ones wait until
-     * every rank is past its forward: no reduce-scatter tells them. */
-    int late = 0;
-    for (int k = 0; k < e->ngroups; ++k) late |= !e->groups[k].updated && e->groups[k].train.in_node;
-    if (late) FSDP_TRY(fsdp_flat_node_sync(&e->flat));
-    for (int k = 0; k < e->ngroups; ++k) {
-        fsdp_group *g = &e->groups[k];
-        if (!g->updated) FSDP_TRY(update_group(e, g, a));
-        g->updated = 0;
-        /* Gathered parameters are stale now (the root's, kept through the step). */
-        reshard(e, g);
+    int n, synced = 0;
+    const fsdp_op *ops = fsdp_step_plan_update(&e->step_plan, &n);
+    for (int k = 0; k < n; ++k) {
+        if (ops[k].kind == FSDP_OP_STEP && !synced) {
+            FSDP_TRY(sync_late_steps(e));
+            synced = 1;
+        }
+        FSDP_TRY(run_op(e, &ops[k], a));
     }
     e->args_set = 0;
     return fsdp_optim_status(e->mem.device);   /* a kernel of the step that failed */
@@ -549,8 +477,8 @@ fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
     /* Page faults of the steady state: from the end of the first step on. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    if (e->steps == 1) e->faults_first_step = (uint64_t)ru.ru_minflt;
-    e->faults_last_step = (uint64_t)ru.ru_minflt;
+    if (e->steps == 1) e->tally.faults_first_step = (uint64_t)ru.ru_minflt;
+    e->tally.faults_last_step = (uint64_t)ru.ru_minflt;
     if (e->be->world == 1) return FSDP_OK;
     double v = *loss;
     FSDP_TRY(e->be->sum_f64(e->be, &v, 1));
@@ -570,7 +498,7 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
         if (when == DN_BEFORE) {
             uint64_t bytes;
             FSDP_TRY(fsdp_flat_save_begin(&e->flat, fl[k], &bytes));
-            e->bytes_ckpt += bytes;
+            e->tally.ckpt += bytes;
         } else if (last) {
             fsdp_flat_save_end(&e->flat, fl[k]);
         }

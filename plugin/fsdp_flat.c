@@ -248,14 +248,21 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
     f->state = FSDP_FLAT_SHARDED;
 }
 
+fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy)
+{
+    return f->grad_in_m ? FSDP_GRAD_AT_MOMENTUM
+           : !slot_busy && fsdp_flat_fits_slot(c, f) ? FSDP_GRAD_AT_SLOT : FSDP_GRAD_AT_BUFFER;
+}
+
 fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt) return FSDP_OK;
     if (f->grad_state == FSDP_GRAD_NONE) {
         fsdp_node *n = c->node;
-        if (f->grad_in_m) {
+        fsdp_grad_place at = fsdp_flat_grad_place(c, f, n->slot_busy);
+        if (at == FSDP_GRAD_AT_MOMENTUM) {
             /* no buffer */
-        } else if (!n->slot_busy && fsdp_flat_fits_slot(c, f)) {
+        } else if (at == FSDP_GRAD_AT_SLOT) {
             f->grad = n->grad_slots + (size_t)c->be->rank * n->slot_floats;
             memset(f->grad, 0, f->nfull * sizeof(float));
             f->grad_in_node = 1;

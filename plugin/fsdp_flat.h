@@ -156,6 +156,13 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
 /* GATHERED -> SHARDED for sharded flats; replicated ones stay. */
 void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f);
 
+/* Where a gradient that starts accumulating goes: the momentum (a world of
+ * one under SGD), this rank's node slot (free, and the flat fits it), or a
+ * full-size buffer of its own.  grad_point follows it, and so does the
+ * memory prediction, with the slot's state of the moment. */
+typedef enum { FSDP_GRAD_AT_MOMENTUM = 0, FSDP_GRAD_AT_SLOT, FSDP_GRAD_AT_BUFFER } fsdp_grad_place;
+fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy);
+
 /* Pre-backward: -> ACCUMULATING (a zeroed full-size buffer on first use)
  * and the layers' gradient pointers into it. */
 fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f);

@@ -1,6 +1,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "fsdp_engine.h"
 #include "fsdp_memplan.h"
@@ -103,7 +104,7 @@ static size_t flat_slices(const fsdp_flat *f, int world)
 /* A staged build (fsdp_stage.h), layer by layer: the layer whole (Adam's
  * moments too), then its slices; loading lends each layer whole arrays
  * again, one at a time. */
-static size_t staged_build(const fsdp_engine *e, const network *net)
+static size_t staged_build(const fsdp_engine *e, const network *net, int loads_weights)
 {
     int world = e->be->world;
     size_t live = 0, peak = 0, slices = 0, most_whole = 0;
@@ -120,7 +121,7 @@ static size_t staged_build(const fsdp_engine *e, const network *net)
         slices += kept;
         if (whole > most_whole) most_whole = whole;
     }
-    if (e->weights_file && slices + most_whole > peak) peak = slices + most_whole;
+    if (loads_weights && slices + most_whole > peak) peak = slices + most_whole;
     return peak;
 }
 
@@ -128,7 +129,8 @@ static size_t staged_build(const fsdp_engine *e, const network *net)
  * slices; then the engine's setup order: per group its layers whole again
  * (staged), then per flat its own part, Darknet's arrays of it freed, its
  * optimizer state. */
-static void build_and_setup(const fsdp_engine *e, const network *net, size_t *build, size_t *setup)
+static void build_and_setup(const fsdp_engine *e, const network *net, int loads_weights, size_t *build,
+                            size_t *setup)
 {
     int staged = e->stage.enabled, world = e->be->world;
     size_t live = 0;
@@ -136,7 +138,7 @@ static void build_and_setup(const fsdp_engine *e, const network *net, size_t *bu
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k) live += staged ? flat_slices(fl[k], world) : flat_arrays(fl[k], 0, world);
     }
-    *build = staged ? staged_build(e, net) : live * (net->adam ? 3 : 1);
+    *build = staged ? staged_build(e, net, loads_weights) : live * (net->adam ? 3 : 1);
     size_t peak = live;   /* Darknet's Adam state is freed before the groups */
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
@@ -154,200 +156,287 @@ static void build_and_setup(const fsdp_engine *e, const network *net, size_t *bu
     *setup = peak;
 }
 
-/* ---- one step's buffers ------------------------------------------------------ */
+/* ---- one step, run over the flats' sizes --------------------------------------- */
 
-/* The engine's phases (fsdp_engine.c) replayed over the flats' sizes, with
- * the host pool's own bookkeeping (fsdp_mem.h): its footprint after two
- * steps is what the pool holds at run time. */
-typedef struct sim_buf {
-    size_t cap;   /* 0: not held */
-} sim_buf;
-
+/* The engine's step plan (fsdp_stepplan.h) run as fsdp_engine.c runs it,
+ * each op doing to a stand-in of each flat what it does to the flat
+ * (fsdp_flat.h): the same states, the buffers it takes and gives back,
+ * through the host pool's own bookkeeping (fsdp_mem.h), so that the
+ * pool's footprint after two steps is what it holds at run time; and the
+ * bytes each op moves. */
 typedef struct sim_flat {
-    size_t gather;      /* bytes an unshard takes (0: replicated, or a world of one) */
-    size_t grad;        /* bytes grad_point takes (0: none, or into the momentum) */
+    int nt;
+    int sharded;        /* parameters live only as shards between uses */
+    size_t gather;      /* bytes an unshard takes (0: a world of one, or node memory) */
+    uint64_t moves;     /* bytes an unshard counts (0: node memory) */
+    size_t grad;        /* bytes of a full gradient buffer (0: no optimizer state) */
     size_t gown;        /* bytes the reduce takes for this rank's part (0: the full buffer is kept) */
-    int slot_fits;      /* its gradient may take the node's gradient slot */
-    int in_slot;
-    int gathered;
-    sim_buf full, gradbuf, gownbuf, rs;
+    uint64_t rs, ar;    /* bytes the reduce counts */
+    uint64_t step_ag;   /* grad_op: bytes the update's gather counts */
+    const fsdp_flat *f; /* for the flat's own answers (fsdp_flat_grad_place) */
+    fsdp_flat_state state;
+    fsdp_grad_state grad_state;
+    int in_slot;        /* the gradient accumulates in this rank's node slot */
+    size_t full, gradbuf, gownbuf, rsbuf;   /* buffers held, bytes (0: none) */
 } sim_flat;
 
 typedef struct sim {
     const fsdp_engine *e;
     sim_flat *f;        /* 2 per group: train, frozen */
+    int *updated;
     fsdp_mem_pool pool;
     uintptr_t next_id;  /* stand-ins for buffers: the pool only stores them */
     int async_rs;       /* the backend starts reduce-scatters */
     int async_ag;       /* ... and all-gathers (prefetch) */
-    sim_flat *rs_inflight;
+    int inflight;       /* the group whose reduce-scatter is in flight, or -1 */
     int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
+    fsdp_group_tally *bytes;   /* per group, when counting; else NULL */
+    uint64_t weight;    /* micro-batches the one being run stands for */
 } sim;
 
-static void take(sim *s, sim_buf *b, size_t bytes)
+static void take(sim *s, size_t *b, size_t bytes)
 {
     if (!bytes) return;
     int slot = fsdp_pool_fit(&s->pool, bytes);
     if (slot >= 0) {
-        fsdp_pool_take_slot(&s->pool, slot, &b->cap);
+        fsdp_pool_take_slot(&s->pool, slot, b);
         return;
     }
     float *old;
     while (fsdp_pool_drop_smaller(&s->pool, bytes, &old)) continue;
-    b->cap = bytes;
+    *b = bytes;
     fsdp_pool_count_new(&s->pool, bytes);
 }
 
-static void give(sim *s, sim_buf *b)
+static void give(sim *s, size_t *b)
 {
-    if (!b->cap) return;
+    if (!*b) return;
     s->next_id += 64;
-    fsdp_pool_keep(&s->pool, (float *)s->next_id, b->cap);
-    b->cap = 0;
+    fsdp_pool_keep(&s->pool, (float *)s->next_id, *b);
+    *b = 0;
 }
 
-static void sim_unshard(sim *s, sim_flat *f)
+static sim_flat *sim_flat_of(sim *s, int group, int flat)
 {
-    if (f->gathered) return;
+    return &s->f[2 * group + flat];
+}
+
+static void count(sim *s, int group, uint64_t *field_of(fsdp_group_tally *), uint64_t n)
+{
+    if (s->bytes && n) *field_of(&s->bytes[group]) += n * s->weight;
+}
+static uint64_t *ag_of(fsdp_group_tally *t) { return &t->ag_bytes; }
+static uint64_t *rs_of(fsdp_group_tally *t) { return &t->rs_bytes; }
+static uint64_t *ar_of(fsdp_group_tally *t) { return &t->ar_bytes; }
+static uint64_t *gathers_of(fsdp_group_tally *t) { return &t->backward_gathers; }
+
+static void sim_unshard(sim *s, const fsdp_op *op)
+{
+    sim_flat *f = sim_flat_of(s, op->group, op->flat);
+    if (!f->nt || f->state == FSDP_FLAT_GATHERED) return;
+    if (f->state == FSDP_FLAT_SHARDED) take(s, &f->full, f->gather);
+    f->state = FSDP_FLAT_GATHERED;
+    count(s, op->group, ag_of, f->moves);
+    if (op->backward && f->moves) count(s, op->group, gathers_of, 1);
+}
+
+static void sim_prefetch(sim *s, const fsdp_op *op)
+{
+    sim_flat *f = sim_flat_of(s, op->group, op->flat);
+    if (!f->nt || f->state != FSDP_FLAT_SHARDED || !s->async_ag || !f->gather) return;
     take(s, &f->full, f->gather);
-    f->gathered = 1;
+    f->state = FSDP_FLAT_GATHERING;
 }
 
-static void sim_reshard(sim *s, sim_flat *f)
+static void sim_reshard(sim *s, const fsdp_op *op)
 {
-    if (!f->gather || !f->gathered) return;   /* replicated flats stay */
+    sim_flat *f = sim_flat_of(s, op->group, op->flat);
+    if (!f->sharded || f->state != FSDP_FLAT_GATHERED) return;   /* replicated flats stay */
     give(s, &f->full);
-    f->gathered = 0;
+    f->state = FSDP_FLAT_SHARDED;
 }
 
-static void sim_prefetch(sim *s, int k, int backward)
+static void sim_grad_point(sim *s, const fsdp_op *op)
 {
-    if (k < 0 || !s->async_ag) return;
-    sim_unshard(s, &s->f[2 * k]);
-    if (!backward || s->e->groups[k].frozen_bwd) sim_unshard(s, &s->f[2 * k + 1]);
+    sim_flat *f = sim_flat_of(s, op->group, op->flat);
+    if (!f->nt || f->grad_state != FSDP_GRAD_NONE) return;
+    fsdp_grad_place at = fsdp_flat_grad_place(&s->e->flat, f->f, s->slot_busy);
+    if (at == FSDP_GRAD_AT_SLOT) f->in_slot = s->slot_busy = 1;
+    else if (at == FSDP_GRAD_AT_BUFFER) take(s, &f->gradbuf, f->grad);
+    f->grad_state = FSDP_GRAD_ACCUMULATING;
 }
 
-/* The reduce in flight completes and the optimizer steps its group: the
- * full gradient and the reduced part go back. */
-static void sim_finish_reduce(sim *s)
+/* The group's optimizer step: its reduced gradient goes back (the slot is
+ * free again); grad_op gathers the updated parameters. */
+static void sim_update_group(sim *s, int k)
 {
-    if (!s->rs_inflight) return;
-    give(s, &s->rs_inflight->rs);
-    give(s, &s->rs_inflight->gownbuf);
-    s->rs_inflight = NULL;
+    sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
+    s->updated[k] = 1;
+    if (!f->nt) return;
+    if (f->in_slot) f->in_slot = s->slot_busy = 0;
+    give(s, &f->gownbuf);
+    give(s, &f->gradbuf);
+    f->grad_state = FSDP_GRAD_NONE;
+    count(s, k, ag_of, f->step_ag);
 }
 
-/* The full gradient becomes this rank's part (or stays, as the reduced
- * one), and once reduced the optimizer steps the group and gives it back. */
-static void sim_reduce(sim *s, sim_flat *f)
+static void sim_settle(sim *s)
 {
+    int k = s->inflight;
+    if (k < 0) return;
+    sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
+    s->inflight = -1;
+    give(s, &f->rsbuf);
+    f->grad_state = FSDP_GRAD_REDUCED;
+    sim_update_group(s, k);
+}
+
+static void sim_reduce(sim *s, int k)
+{
+    sim_settle(s);
+    sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
+    if (f->grad_state != FSDP_GRAD_ACCUMULATING) return;
+    count(s, k, rs_of, f->rs);
+    count(s, k, ar_of, f->ar);
     if (f->in_slot) {
-        f->in_slot = s->slot_busy = 0;   /* the optimizer sums from the slots: no buffer */
-        return;
-    }
-    if (!f->gradbuf.cap) return;
-    if (!f->gown) {
-        give(s, &f->gradbuf);   /* reduced in place (none, a world of one), stepped at once */
-        return;
-    }
-    take(s, &f->gownbuf, f->gown);
-    if (s->async_rs) {
-        f->rs = f->gradbuf;
-        s->rs_inflight = f;
-    } else {
+        /* The optimizer sums from the node slots: no buffer. */
+        f->grad_state = FSDP_GRAD_IN_SLOTS;
+    } else if (f->gown) {
+        /* The full gradient becomes this rank's part. */
+        take(s, &f->gownbuf, f->gown);
+        if (s->async_rs) {
+            f->rsbuf = f->gradbuf;
+            f->gradbuf = 0;
+            f->grad_state = FSDP_GRAD_REDUCING;
+            s->inflight = k;
+            return;
+        }
         give(s, &f->gradbuf);
-        give(s, &f->gownbuf);
+        f->grad_state = FSDP_GRAD_REDUCED;
+    } else {
+        f->grad_state = FSDP_GRAD_REDUCED;   /* reduced in place (none, a world of one) */
     }
-    f->gradbuf.cap = 0;
+    sim_update_group(s, k);
 }
 
-static void sim_step(sim *s, const network *net)
+static void sim_op(sim *s, const fsdp_op *op)
+{
+    switch (op->kind) {
+    case FSDP_OP_UNSHARD: sim_unshard(s, op); break;
+    case FSDP_OP_PREFETCH: sim_prefetch(s, op); break;
+    case FSDP_OP_RESHARD: sim_reshard(s, op); break;
+    case FSDP_OP_GRAD_POINT: sim_grad_point(s, op); break;
+    case FSDP_OP_REDUCE: sim_reduce(s, op->group); break;
+    case FSDP_OP_SETTLE: sim_settle(s); break;
+    case FSDP_OP_STEP:
+        if (!s->updated[op->group]) sim_update_group(s, op->group);
+        s->updated[op->group] = 0;
+        break;
+    case FSDP_OP_GRAD_UNPOINT:
+    case FSDP_OP_KINDS: break;
+    }
+}
+
+static void sim_at(sim *s, const fsdp_op *ops, int n, int last_micro)
+{
+    for (int k = 0; k < n; ++k)
+        if (fsdp_op_applies(&ops[k], 1, last_micro)) sim_op(s, &ops[k]);
+}
+
+/* One training step as the hooks see it: per micro-batch each layer's
+ * forward points, then backward from the top for the layers that need it;
+ * then the update.  Micro-batches after the first take what the first took
+ * (gradients keep accumulating): the first, one more standing for every
+ * middle one and the last tell the peak and the bytes, however many the
+ * cfg asks for (a cfg's subdivisions=99999999 once took seconds here). */
+static void sim_step(sim *s, int subdivisions)
 {
     const fsdp_engine *e = s->e;
-    /* Micro-batches after the first take what the first took (gradients
-     * keep accumulating): the first, one more and the last tell the peak,
-     * however many the cfg asks for (a cfg's subdivisions=99999999 once
-     * took seconds here). */
-    int n = net->n, nsub = net->subdivisions > 3 ? 3 : net->subdivisions > 0 ? net->subdivisions : 1;
-    for (int micro = 0; micro < nsub; ++micro) {
-        for (int i = 0; i < n; ++i) {
-            for (int k = 0; k < e->ngroups; ++k)
-                if (e->groups[k].info->span_first == i) {
-                    sim_unshard(s, &s->f[2 * k]);
-                    sim_unshard(s, &s->f[2 * k + 1]);
-                }
-            if (e->prefetch) sim_prefetch(s, e->next_forward[i], 0);
-            for (int k = 0; k < e->ngroups; ++k) {
-                const fsdp_group *g = &e->groups[k];
-                if (g->info->span_last != i) continue;
-                if (!fsdp_group_keeps_frozen(g, 1)) sim_reshard(s, &s->f[2 * k + 1]);
-                if (!fsdp_group_keeps_train(g, 1)) sim_reshard(s, &s->f[2 * k]);
+    const fsdp_step_plan *p = &e->step_plan;
+    int n = p->nlayers, nsub = subdivisions > 0 ? subdivisions : 1, runs = nsub > 3 ? 3 : nsub, count;
+    for (int micro = 0; micro < runs; ++micro) {
+        int last = micro == runs - 1;
+        s->weight = runs == 3 && micro == 1 ? (uint64_t)nsub - 2 : 1;
+        for (int i = 0; i < n; ++i)
+            for (int a = FSDP_AT_FORWARD_BEFORE; a <= FSDP_AT_FORWARD_AFTER; ++a) {
+                const fsdp_op *ops = fsdp_step_plan_at(p, i, (fsdp_at)a, &count);
+                sim_at(s, ops, count, last);
             }
-        }
         for (int i = n - 1; i >= 0; --i) {
             if (!e->plan.need_bwd[i]) continue;
-            int k = e->plan.layer_group[i];
-            const fsdp_group *g = &e->groups[k];
-            sim_flat *t = &s->f[2 * k], *fr = &s->f[2 * k + 1];
-            if (i == g->bwd_hi) {
-                sim_unshard(s, t);
-                if (g->frozen_bwd) sim_unshard(s, fr);
-                if (t->gradbuf.cap || t->gownbuf.cap || t->in_slot) {
-                    /* accumulating since an earlier micro-batch */
-                } else if (t->slot_fits && t->grad && !s->slot_busy) {
-                    t->in_slot = s->slot_busy = 1;
-                } else {
-                    take(s, &t->gradbuf, t->grad);
-                }
-                if (e->prefetch && e->cfg.reshard_after_forward) sim_prefetch(s, e->next_backward[i], 1);
-            }
-            if (i == g->bwd_lo) {
-                if (micro == nsub - 1) {
-                    sim_finish_reduce(s);
-                    sim_reduce(s, t);
-                }
-                if (k != 0) {
-                    sim_reshard(s, t);
-                    sim_reshard(s, fr);
-                }
+            for (int a = FSDP_AT_BACKWARD_BEFORE; a <= FSDP_AT_BACKWARD_AFTER; ++a) {
+                const fsdp_op *ops = fsdp_step_plan_at(p, i, (fsdp_at)a, &count);
+                sim_at(s, ops, count, last);
             }
         }
     }
-    sim_finish_reduce(s);
-    for (int k = 0; k < 2 * e->ngroups; ++k) {
-        sim_flat *f = &s->f[k];
-        give(s, &f->gownbuf);
-        give(s, &f->gradbuf);   /* kept as the reduced gradient (none, or a world of one) */
-        sim_reshard(s, f);
-    }
+    s->weight = 1;
+    const fsdp_op *ops = fsdp_step_plan_update(p, &count);
+    sim_at(s, ops, count, 1);
 }
 
-static size_t step_buffers(const fsdp_engine *e, const network *net)
+static int sim_init(sim *s, const fsdp_engine *e)
 {
-    sim s = { .e = e, .f = calloc((size_t)e->ngroups * 2, sizeof(sim_flat)) };
-    if (!s.f) return 0;
+    *s = (sim){ .e = e, .inflight = -1, .weight = 1 };
+    s->f = calloc((size_t)e->ngroups * 2, sizeof *s->f);
+    s->updated = calloc((size_t)e->ngroups, sizeof *s->updated);
+    if (!s->f || !s->updated) {
+        free(s->f);
+        free(s->updated);
+        return 0;
+    }
     int world = e->be->world;
-    s.async_rs = world > 1 && fsdp_backend_starts_reduce_scatter(e->dbe);
-    s.async_ag = world > 1 && fsdp_backend_starts_all_gather(e->dbe);
+    s->async_rs = world > 1 && fsdp_backend_starts_reduce_scatter(e->dbe);
+    s->async_ag = world > 1 && fsdp_backend_starts_all_gather(e->dbe);
     for (int k = 0; k < e->ngroups; ++k) {
         const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
         for (int j = 0; j < 2; ++j) {
             const fsdp_flat *f = fl[j];
-            sim_flat *sf = &s.f[2 * k + j];
-            if (!f->nt) continue;
-            sf->gather = f->kind.sharded && world > 1 && !f->in_node ? f->nfull * sizeof(float) : 0;
-            sf->slot_fits = fsdp_flat_fits_slot(&e->flat, f);
-            sf->gathered = !sf->gather;
-            if (!f->kind.state || f->grad_in_m) continue;
-            sf->grad = f->nfull * sizeof(float);
+            sim_flat *sf = sim_flat_of(s, k, j);
+            size_t full = f->nfull * sizeof(float);
+            sf->f = f;
+            sf->nt = f->nt;
+            sf->sharded = f->kind.sharded;
+            sf->state = f->kind.sharded ? FSDP_FLAT_SHARDED : FSDP_FLAT_GATHERED;
+            sf->moves = f->kind.sharded && !f->in_node ? full : 0;
+            sf->gather = world > 1 ? sf->moves : 0;
+            if (!f->kind.state) continue;
+            sf->grad = f->grad_in_m ? 0 : full;
             sf->gown = world > 1 && !f->kind.whole ? f->shard * sizeof(float) : 0;
+            sf->rs = f->kind.whole ? 0 : full;
+            sf->ar = f->kind.whole ? f->count * sizeof(float) : 0;
+            sf->step_ag = e->cfg.strategy == FSDP_SHARD_GRAD_OP ? full : 0;
         }
     }
+    return 1;
+}
+
+static void sim_free(sim *s)
+{
+    free(s->f);
+    free(s->updated);
+}
+
+static size_t step_buffers(const fsdp_engine *e, const network *net)
+{
+    sim s;
+    if (!sim_init(&s, e)) return 0;
     /* The second step finds the pool as the first left it. */
-    sim_step(&s, net);
-    sim_step(&s, net);
-    free(s.f);
+    sim_step(&s, net->subdivisions);
+    sim_step(&s, net->subdivisions);
+    sim_free(&s);
     return s.pool.footprint;
+}
+
+fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp_group_tally *out)
+{
+    sim s;
+    if (!sim_init(&s, e)) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    memset(out, 0, (size_t)e->ngroups * sizeof *out);
+    s.bytes = out;
+    sim_step(&s, subdivisions);
+    sim_free(&s);
+    return FSDP_OK;
 }
 
 /* Of every other rank's gradient slot, rank r sums the parts [r * shard,
@@ -397,12 +486,13 @@ static size_t node_resident(const fsdp_engine *e)
     return (params - own + e->node.slot_floats + (size_t)(e->be->world - 1) * parts) * sizeof(float);
 }
 
-void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, fsdp_mem_prediction *out)
+void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, int loads_weights,
+                          fsdp_mem_prediction *out)
 {
     out->fixed = fixed;
     out->activations = activations(net) + fsdp_acts_bytes(&e->acts);
-    build_and_setup(e, net, &out->build, &out->setup);
-    out->model_state = e->model_state_bytes;
+    build_and_setup(e, net, loads_weights, &out->build, &out->setup);
+    out->model_state = e->tally.model_state_bytes;
     out->step_buffers = step_buffers(e, net);
     out->node_shared = node_resident(e);
     size_t step = out->model_state + out->node_shared + out->step_buffers, most = out->build;

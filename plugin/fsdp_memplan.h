@@ -13,8 +13,8 @@
  *           build first takes each group back whole from the slices);
  *   step    the model state (shards, optimizer state, replicas) plus the
  *           buffers a step holds at once: gathered groups, prefetches,
- *           gradients.  These are counted by replaying one step's schedule
- *           (fsdp_engine.c's phases) over the groups' sizes; the host pool
+ *           gradients.  These are counted by running the engine's own step
+ *           plan (fsdp_stepplan.h) over the groups' sizes; the host pool
  *           measures the same quantity at run time (`step_buffers` in
  *           -fsdp-stats), and the tests hold the two equal. */
 #ifndef FSDP_MEMPLAN_H
@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include "darknet.h"
 #include "fsdp_backend.h"
+#include "fsdp_tally.h"
 
 struct fsdp_engine;
 
@@ -47,8 +48,14 @@ size_t fsdp_memplan_resident(void);
  * reduce-scatter that fill the shared-memory window, fsdp_shm.h). */
 fsdp_status fsdp_memplan_warm_up(fsdp_backend *be);
 
-/* After fsdp_on_network_built: the prediction for this run. */
-void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, size_t fixed,
+/* After fsdp_on_network_built, before the first step: the prediction for
+ * this run (loads_weights: a weights file is loaded after the build). */
+void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, size_t fixed, int loads_weights,
                           fsdp_mem_prediction *out);
+
+/* The byte theory: the bytes one training step of `subdivisions`
+ * micro-batches moves, per group (out[0 .. ngroups)), from the same run of
+ * the step plan; what the engine's tally counts each step. */
+fsdp_status fsdp_memplan_step_bytes(const struct fsdp_engine *e, int subdivisions, fsdp_group_tally *out);
 
 #endif

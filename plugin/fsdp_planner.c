@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "fsdp_engine.h"
+#include "fsdp_memplan.h"
 #include "fsdp_planner.h"
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
@@ -50,14 +51,14 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     int saved = quiet_begin();
     network *net = parse_network_cfg((char *)cfg);
     e.cfg.strategy = strategy;
-    e.fixed_bytes = fixed;
     /* Predicts a training run, which on several ranks builds staged
      * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
     e.stage.enabled = world > 1;
     e.acts.enabled = fsdp_acts_wanted();
     fsdp_status s = fsdp_on_network_built(&e, net);
     quiet_end(saved);
-    *out = e.predicted;
+    *out = (fsdp_mem_prediction){ 0 };
+    if (s == FSDP_OK) fsdp_memplan_predict(&e, net, fixed, 0, out);
     /* The cfg's [net] batch and subdivisions, as Darknet read them. */
     *subdivisions = net->subdivisions;
     *batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "fsdp_engine.h"
+#include "fsdp_stats.h"
 
 static void json_string(FILE *f, const char *s)
 {
@@ -14,8 +14,12 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void write_group(FILE *f, const fsdp_engine *e, const fsdp_group *g)
+static void write_group(FILE *f, const fsdp_stats_sources *src, int gi, const fsdp_group_tally *plan)
 {
+    const fsdp_engine *e = src->e;
+    const fsdp_group *g = &e->groups[gi];
+    const fsdp_step_group *sg = &e->step_plan.groups[gi];
+    const fsdp_group_tally *t = &e->tally.group[gi];
     fputs("{\"name\": ", f);
     json_string(f, g->info->name);
     fputs(", \"layers\": [", f);
@@ -25,40 +29,60 @@ static void write_group(FILE *f, const fsdp_engine *e, const fsdp_group *g)
         if (e->plan.need_bwd[g->info->layers[k]]) fprintf(f, "%s%d", n++ ? ", " : "", g->info->layers[k]);
     /* Gathered from its forward to its backward (the root; the group whose
      * backward comes first; every group under reshard_after_forward=0). */
-    fprintf(f, "], \"stays_gathered\": %s", fsdp_group_keeps_train(g, 1) ? "true" : "false");
+    fprintf(f, "], \"stays_gathered\": %s", sg->stays_gathered ? "true" : "false");
     size_t params = g->train.params + g->frozen.params;
     fprintf(f, ", \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
             "\"needs_backward\": %s, \"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
-            "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu, \"bn_all_reduce_bytes\": %llu}",
+            "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu, \"bn_all_reduce_bytes\": %llu,\n   "
+            "\"plan_per_step\": {\"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
+            "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu}}",
             params, g->train.params, g->frozen.params, params && !g->train.params ? "true" : "false",
-            g->bwd_hi >= 0 ? "true" : "false", (unsigned long long)g->ag_bytes,
-            (unsigned long long)g->rs_bytes, (unsigned long long)g->ar_bytes,
-            (unsigned long long)g->backward_gathers, (unsigned long long)g->bn_bytes);
+            sg->bwd_hi >= 0 ? "true" : "false", (unsigned long long)t->ag_bytes,
+            (unsigned long long)t->rs_bytes, (unsigned long long)t->ar_bytes,
+            (unsigned long long)t->backward_gathers,
+            (unsigned long long)(src->bn->group_bytes ? src->bn->group_bytes[gi] : 0),
+            (unsigned long long)plan->ag_bytes, (unsigned long long)plan->rs_bytes,
+            (unsigned long long)plan->ar_bytes, (unsigned long long)plan->backward_gathers);
 }
 
 /* Per rank, from rank 0's counts (every rank runs the same collectives):
  * the machines, and what each rank's collectives carry to the others. */
-static void write_hosts(FILE *f, const fsdp_engine *e)
+static void write_hosts(FILE *f, const fsdp_stats_sources *src)
 {
-    const fsdp_hosts *h = &e->hosts;
+    const fsdp_hosts *h = src->hosts;
+    const fsdp_tally *t = &src->e->tally;
     int world = h->host_of ? h->world : 1;
     fprintf(f, " \"hosts\": %d, \"host_of_rank\": [", h->host_of ? h->nhosts : 1);
     for (int r = 0; r < world; ++r) fprintf(f, "%s%d", r ? ", " : "", h->host_of ? h->host_of[r] : 0);
     fputs("], \"bytes_to_other_hosts\": [", f);
     for (int r = 0; r < world; ++r)
         fprintf(f, "%s%llu", r ? ", " : "", h->host_of ? (unsigned long long)fsdp_hosts_bytes_out(
-                    h, r, e->bytes_ag + e->bytes_rs, e->bytes_ar + e->bytes_bn) : 0ull);
+                    h, r, t->ag + t->rs, t->ar + src->bn->bytes) : 0ull);
     fputs("],\n", f);
 }
 
-fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
+fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
 {
+    const fsdp_engine *e = src->e;
+    const fsdp_tally *t = &e->tally;
+    const fsdp_mem_prediction *p = src->predicted;
+    fsdp_group_tally *plan = calloc((size_t)e->ngroups + 1, sizeof *plan);
+    if (!plan) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status ps = fsdp_memplan_step_bytes(e, e->net->subdivisions, plan);
+    if (ps != FSDP_OK) {
+        free(plan);
+        return ps;
+    }
     char *tmp = malloc(strlen(path) + 5);
-    if (!tmp) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (!tmp) {
+        free(plan);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
     sprintf(tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) {
         free(tmp);
+        free(plan);
         return fsdp_fail(FSDP_ERR_IO, "cannot write the stats file %s", path);
     }
     struct rusage ru;
@@ -67,25 +91,26 @@ fsdp_status fsdp_write_stats(fsdp_engine *e, const char *path)
             e->be->world, fsdp_strategy_str(e->cfg.strategy), e->dbe ? e->dbe->name : e->be->name, e->steps);
     for (int g = 0; g < e->ngroups; ++g) {
         fputs(g ? ",\n  " : "\n  ", f);
-        write_group(f, e, &e->groups[g]);
+        write_group(f, src, g, &plan[g]);
     }
+    free(plan);
     fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
             "\"broadcast\": %llu, \"setup_all_gather\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"
             " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n",
-            (unsigned long long)e->bytes_ag, (unsigned long long)e->bytes_rs, (unsigned long long)e->bytes_ar,
-            (unsigned long long)e->bytes_bcast, (unsigned long long)e->stage.gather_bytes, (unsigned long long)e->bytes_ckpt,
-            (unsigned long long)e->bytes_bn, e->bn_rolling_checks, e->bn_rolling_differ);
-    write_hosts(f, e);
+            (unsigned long long)t->ag, (unsigned long long)t->rs, (unsigned long long)t->ar,
+            (unsigned long long)t->bcast, (unsigned long long)e->stage.gather_bytes, (unsigned long long)t->ckpt,
+            (unsigned long long)src->bn->bytes, src->bn->rolling_checks, src->bn->rolling_differ);
+    write_hosts(f, src);
     fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
             " \"step_buffers_bytes\": %zu, \"predicted_peak_bytes\": %zu,\n"
             " \"transient_outputs\": %d, \"activation_buffers_bytes\": %zu,\n"
             " \"predicted\": {\"fixed\": %zu, \"activations\": %zu, \"build\": %zu, \"setup\": %zu, "
             "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu}}\n",
-            e->model_state_bytes, e->node_bytes,
+            t->model_state_bytes, e->node_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull,
-            e->steps > 1 ? (double)(e->faults_last_step - e->faults_first_step) / (e->steps - 1) : 0.0,
-            e->pool.footprint, e->predicted.peak, e->acts.transient, fsdp_acts_bytes(&e->acts), e->predicted.fixed, e->predicted.activations, e->predicted.build,
-            e->predicted.setup, e->predicted.model_state, e->predicted.node_shared, e->predicted.step_buffers);
+            e->steps > 1 ? (double)(t->faults_last_step - t->faults_first_step) / (e->steps - 1) : 0.0,
+            e->pool.footprint, p->peak, e->acts.transient, fsdp_acts_bytes(&e->acts), p->fixed, p->activations,
+            p->build, p->setup, p->model_state, p->node_shared, p->step_buffers);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {

@@ -16,9 +16,12 @@
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
 #include "fsdp_hash.h"
+#include "fsdp_hosts.h"
 #include "fsdp_log.h"
+#include "fsdp_memplan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
+#include "fsdp_stats.h"
 #include "fsdp_stop.h"
 #include "fsdp_watch.h"
 #include "fsdp_weights.h"
@@ -37,6 +40,21 @@ static dn_hooks *hook_table;       /* Darknet's, to drop bn_sync under sync_bn=0
 static fsdp_agree agreement;       /* cfg options and weights file, compared across ranks */
 static double timeout_s = FSDP_WATCH_DEFAULT_S;   /* -fsdp-timeout */
 static pthread_t main_thread;      /* the one thread that may call MPI */
+static fsdp_bn bn;                 /* synchronized batch norm: its state and counts */
+static fsdp_hosts hosts;           /* which ranks share a machine */
+static size_t fixed_bytes;         /* resident before the network was built (the process, libraries, MPI) */
+static fsdp_mem_prediction predicted;   /* host runs, from network_built on; peak 0 otherwise */
+
+/* The run's options, as the flags gave them. */
+static struct {
+    int checkpoint;      /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
+    int resume;          /* -fsdp-resume: each rank loads them beside the weights file given */
+    char *weights_file;  /* the weights file Darknet loaded, if any */
+    char *stats_path;    /* -fsdp-stats */
+    int stats_written;   /* once, while the groups still exist */
+} run;
+
+static void print_startup_notes(const fsdp_engine *e);
 
 /* Before MPI_Abort: the launcher forwards each rank's output on its own
  * time and drops what it has not forwarded when it tears the job down, so
@@ -124,12 +142,17 @@ static int h_built(void *c, network *net, const char *cfg)
     if (s == FSDP_OK && first) s = fsdp_agree_network(e->be, &agreement, net);
     if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
     if (s == FSDP_ERR_MISMATCH) fsdp_agreed_stop();   /* the engine's plan check: every rank saw it */
-    if (s == FSDP_OK && first && e->resume) s = fsdp_ckpt_read(e, net, agreement.size, agreement.hash);
+    if (s == FSDP_OK && first) s = fsdp_bn_attach(&bn, net, e->be, e->dbe, &e->mem, &e->plan);
+    if (s == FSDP_OK && first && !e->mem.device)
+        fsdp_memplan_predict(e, net, fixed_bytes, run.weights_file != NULL, &predicted);
+    if (s == FSDP_OK && first && e->be->rank == 0) print_startup_notes(e);
+    if (s == FSDP_OK && first && run.resume)
+        s = fsdp_ckpt_read(e, net, run.weights_file, agreement.size, agreement.hash);
     return to_dn(s);
 }
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
-    return to_dn(fsdp_bn_sync(c, net, layer, what, x, channels, count));
+    return to_dn(fsdp_bn_sync(&bn, net, layer, what, x, channels, count));
 }
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
@@ -156,8 +179,8 @@ static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(
 static int h_save_end(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
-    fsdp_status s = fsdp_bn_check_rolling(e, net);
-    if (s == FSDP_OK && net == e->net && e->checkpoint) s = fsdp_ckpt_write(e, net, f);
+    fsdp_status s = fsdp_bn_check_rolling(&bn, net);
+    if (s == FSDP_OK && net == e->net && run.checkpoint) s = fsdp_ckpt_write(e, net, f);
     fsdp_status done = fsdp_on_save_end(e, net, f);
     if (s == FSDP_OK && done == FSDP_OK && e->be->rank == 0) fsdp_stop_note_saved(f);
     return to_dn(s != FSDP_OK ? s : done);
@@ -175,8 +198,8 @@ static int h_loaded(void *c, network *net, const char *f)
         agreement.load_error = s;
         return DN_OK;
     }
-    free(e->weights_file);
-    e->weights_file = strdup(f);
+    free(run.weights_file);
+    run.weights_file = strdup(f);
     return DN_OK;
 }
 
@@ -195,7 +218,21 @@ static int h_resized(void *c, network *net)
     fsdp_deltas_drop_unneeded(&e->plan, net);
     return to_dn(fsdp_acts_resized(&e->acts, &e->mem, net));
 }
-static int h_free(void *c, network *net) { return to_dn(fsdp_on_network_free(c, net)); }
+/* Rank 0's stats file, once, while the groups still exist. */
+static fsdp_status write_stats(const fsdp_engine *e)
+{
+    if (!run.stats_path || !e->be || e->be->rank != 0 || !e->net || run.stats_written) return FSDP_OK;
+    run.stats_written = 1;
+    fsdp_stats_sources src = { e, &bn, &hosts, &predicted };
+    return fsdp_write_stats(&src, run.stats_path);
+}
+static int h_free(void *c, network *net)
+{
+    fsdp_engine *e = c;
+    fsdp_status s = net == e->net ? write_stats(e) : FSDP_OK;
+    fsdp_status f = fsdp_on_network_free(e, net);
+    return to_dn(s != FSDP_OK ? s : f);
+}
 static int h_layer_built(void *c, network *net, int i)
 {
     fsdp_engine *e = c;
@@ -211,9 +248,7 @@ static int h_load_layer(void *c, network *net, int i, dn_when w)
 static void h_finish(void *c, int status)
 {
     fsdp_engine *e = c;
-    fsdp_status s = FSDP_OK;
-    if (status == 0 && e->stats_path && e->be && e->be->rank == 0 && e->net && !e->stats_written)
-        s = fsdp_write_stats(e, e->stats_path);
+    fsdp_status s = status == 0 ? write_stats(e) : FSDP_OK;
     int runtime = dn_status_of(first_error) == DN_ERR_RUNTIME;
     /* After an error the other ranks did not see (Darknet's own, a failed
      * save, a runtime error) they may wait in a collective forever, and so
@@ -231,6 +266,10 @@ static void h_finish(void *c, int status)
     }
     fsdp_backend *be = e->be, *dbe = e->dbe;
     fsdp_engine_free(e);
+    fsdp_bn_free(&bn);
+    fsdp_hosts_free(&hosts);
+    free(run.weights_file);
+    free(run.stats_path);
     fsdp_agree_free(&agreement);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
     if (dbe && dbe != be) dbe->destroy(dbe);
@@ -279,7 +318,28 @@ static int pick_device(const fsdp_backend *be)
 /* Every byte of collectives counted so far (docs/DESIGN.md, "Log file"). */
 static uint64_t bytes_moved(const fsdp_engine *e)
 {
-    return e->bytes_ag + e->bytes_rs + e->bytes_ar + e->bytes_bn;
+    return e->tally.ag + e->tally.rs + e->tally.ar + bn.bytes;
+}
+
+/* Rank 0's start-up notes after the engine's own lines: the prediction,
+ * the faster mode one key away, the launcher's keepalive. */
+static void print_startup_notes(const fsdp_engine *e)
+{
+    const fsdp_mem_prediction *m = &predicted;
+    char node_note[64] = "";
+    if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);
+    if (m->peak)
+        fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
+                "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f\n",
+                m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
+                m->model_state / 1e6, node_note, m->step_buffers / 1e6);
+    /* The copying path on one machine, where the cfg never chose: the
+     * faster way is one key away (it stays opt-in for what RSS shows). */
+    if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e))
+        fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
+                "here once and gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this "
+                "note out\n", e->be->world);
+    fsdp_hosts_note_keepalive(&hosts, timeout_s);
 }
 
 /* Start-up is over once the network is built: every rank prints again. */
@@ -289,7 +349,7 @@ static int h_built_shown(void *c, network *net, const char *cfg)
     fsdp_quiet_end();
     int first = !e->net;
     int r = h_built(c, net, cfg);
-    if (r == DN_OK && first && e->resume && e->be->rank == 0) fsdp_report_resume(net, e->weights_file, e->be->world);
+    if (r == DN_OK && first && run.resume && e->be->rank == 0) fsdp_report_resume(net, run.weights_file, e->be->world);
     if (r == DN_OK && e->be->rank == 0) r = to_dn(fsdp_log_start(&train_log, bytes_moved(e)));
     return r;
 }
@@ -468,10 +528,9 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
-    if (s == FSDP_OK) s = fsdp_hosts_find(mpi_started, &engine.hosts);
-    engine.timeout_s = timeout_s;
+    if (s == FSDP_OK) s = fsdp_hosts_find(mpi_started, &hosts);
     if (s == FSDP_OK) s = fsdp_memplan_warm_up(be);
-    engine.fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
+    fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
     /* Only where network_built follows the build (fsdp_stage.h). */
     if (s == FSDP_OK)
         engine.stage = (fsdp_stage){ .enabled = be->world > 1 && fsdp_command_trains_exactly(*argc, argv),
@@ -479,9 +538,9 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     /* Training commands only: some others read a layer's output after the
      * forward pass (fsdp_acts.h). */
     if (s == FSDP_OK) engine.acts.enabled = fsdp_command_trains_exactly(*argc, argv) && fsdp_acts_wanted();
-    engine.checkpoint = flags.checkpoint;
-    engine.resume = flags.resume;
-    if (s == FSDP_OK && flags.stats) engine.stats_path = strdup(flags.stats);
+    run.checkpoint = flags.checkpoint;
+    run.resume = flags.resume;
+    if (s == FSDP_OK && flags.stats) run.stats_path = strdup(flags.stats);
     if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&train_log, flags.log, be->world);
     if (s == FSDP_OK && be->rank == 0 && mpi_started) fsdp_stop_install();
     if (s == FSDP_OK && be->world > 1) s = fsdp_watch_start(timeout_s, be->rank, describe_wait, &engine);

@@ -29,6 +29,9 @@ Machines (--hosts: each rank's machine, numbered from 0 in order of their
 lowest rank; default every rank on machine 0): rank r with R ranks on other
 machines sends them (all-gather + reduce-scatter bytes) / N * R plus
 (all-reduce + batch-norm all-reduce bytes) * R (bytes_to_other_hosts).
+Each group's plan_per_step (the plugin's step plan run over the group's
+sizes, fsdp_memplan.c) times the steps must equal its counts too: the
+plugin's theory and this one agree.
 Exits 1 with every mismatch listed."""
 import argparse
 import json
@@ -140,6 +143,14 @@ def main():
         for k, v in exp.items():
             if g[k] != v:
                 bad.append("group %s: %s = %s, theory %s" % (name, k, g[k], v))
+        # The plugin's own theory: its step plan run over the group's sizes.
+        plan = g.get("plan_per_step")
+        if plan is None:
+            bad.append("group %s: missing key plan_per_step" % name)
+        else:
+            for k, v in plan.items():
+                if g[k] != v * a.steps:
+                    bad.append("group %s: %s = %s, the step plan's %s per step x %d steps" % (name, k, g[k], v, a.steps))
         for k in totals:
             totals[k] += exp[k + "_bytes"]
     for k, v in totals.items():

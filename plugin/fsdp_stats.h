@@ -1,0 +1,22 @@
+/* fsdp_stats.h: the -fsdp-stats JSON file (docs/DESIGN.md, "Stats file"),
+ * rank 0's own counts beside the step plan's theory of them. */
+#ifndef FSDP_STATS_H
+#define FSDP_STATS_H
+
+#include "fsdp_bn.h"
+#include "fsdp_engine.h"
+#include "fsdp_hosts.h"
+#include "fsdp_memplan.h"
+
+/* What the file reports, each part from its owner. */
+typedef struct fsdp_stats_sources {
+    const fsdp_engine *e;
+    const fsdp_bn *bn;
+    const fsdp_hosts *hosts;
+    const fsdp_mem_prediction *predicted;   /* peak 0: not predicted (GPU runs) */
+} fsdp_stats_sources;
+
+/* Writes the file (rank 0), whole or not at all. */
+fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path);
+
+#endif
