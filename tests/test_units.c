@@ -1,5 +1,5 @@
 /* Criterion unit tests (single process): cfg keys, the group plan, flat
- * layout and padding, the sharded optimizer against Darknet's own update, and
+ * layout and padding, the step plan, the sharded optimizer against Darknet's own update, and
  * the ABI stamp's comparison. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "fsdp_groups.h"
 #include "fsdp_mem.h"
 #include "fsdp_optim.h"
+#include "fsdp_stepplan.h"
 #include "fsdp_sum.h"
 #include "connected_layer.h"
 #include "darknet_plugin.h"
@@ -174,6 +175,89 @@ Test(plan, auto_groups_collect_ungrouped_layers)
     cr_assert_str_eq(p.groups[p.layer_group[4]].name, "out");
     cr_assert_str_eq(p.groups[p.layer_group[5]].name, "auto2");
     fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+}
+
+/* ---- the step plan ------------------------------------------------------- */
+
+/* The ops at one point, as "unshard head.train, grad_point head.train"; an
+ * op that applies only in some steps carries them: "[inference]". */
+static const char *render(const fsdp_step_plan *sp, const fsdp_layout_plan *lp, int i, fsdp_at at)
+{
+    static char out[1024];
+    static const char *kind[] = { "unshard", "prefetch", "reshard", "grad_point", "grad_unpoint", "reduce",
+                                  "settle", "step" };
+    static const char *when[] = { "", " [training]", " [inference]", " [last micro]", " [not last micro]" };
+    int n;
+    const fsdp_op *ops = i < 0 ? fsdp_step_plan_update(sp, &n) : fsdp_step_plan_at(sp, i, at, &n);
+    out[0] = 0;
+    for (int k = 0; k < n; ++k) {
+        const fsdp_op *o = &ops[k];
+        char one[128];
+        if (o->group < 0) snprintf(one, sizeof one, "%s", kind[o->kind]);
+        else snprintf(one, sizeof one, "%s %s.%s%s", kind[o->kind], lp->groups[o->group].name,
+                      o->flat == FSDP_FLAT_FROZEN ? "frozen" : "train", when[o->when]);
+        strcat(out, k ? ", " : "");
+        strcat(out, one);
+    }
+    return out;
+}
+
+Test(stepplan, a_frozen_trunk_a_head_that_stays_and_prefetch)
+{
+    network *net = tiny_net();   /* conv, maxpool, conv, connected, connected, softmax */
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    key(&c, 0, "shard_group", "trunk");
+    key(&c, 0, "frozen", "1");
+    key(&c, 1, "shard_group", "trunk");
+    key(&c, 2, "shard_group", "mid");
+    key(&c, 3, "shard_group", "head");
+    fsdp_layout_plan lp;
+    cr_assert_eq(fsdp_plan_build(&lp, &c, net), FSDP_OK);
+    fsdp_step_plan sp;
+    fsdp_step_inputs in = { &lp, net, FSDP_SHARD_FULL, 1, 1 };
+    cr_assert_eq(fsdp_step_plan_build(&sp, &in), FSDP_OK);
+    int trunk = lp.layer_group[0], mid = lp.layer_group[2], head = lp.layer_group[3];
+    /* The trunk needs no backward; head's backward comes first and only the
+     * root's layers follow it: it stays gathered, as the root does. */
+    cr_assert_eq(sp.groups[trunk].bwd_hi, -1);
+    cr_assert_eq(sp.groups[mid].bwd_hi, 2);
+    cr_assert(sp.groups[head].stays_gathered);
+    cr_assert(sp.groups[0].stays_gathered);
+    cr_assert_not(sp.groups[mid].stays_gathered);
+    /* Outer groups gather first; the next span (mid) is prefetched. */
+    cr_assert_str_eq(render(&sp, &lp, 0, FSDP_AT_FORWARD_BEFORE),
+                     "unshard (root).train, unshard (root).frozen, unshard trunk.train, unshard trunk.frozen, "
+                     "prefetch mid.train, prefetch mid.frozen");
+    cr_assert_str_eq(render(&sp, &lp, 1, FSDP_AT_FORWARD_AFTER), "reshard trunk.frozen, reshard trunk.train");
+    cr_assert_str_eq(render(&sp, &lp, 3, FSDP_AT_FORWARD_AFTER),
+                     "reshard head.frozen, reshard head.train [inference]");
+    cr_assert_str_eq(render(&sp, &lp, 5, FSDP_AT_FORWARD_AFTER),
+                     "reshard (root).frozen, reshard (root).train [inference]");
+    /* Backward: the root keeps its parameters; head prefetches mid. */
+    cr_assert_str_eq(render(&sp, &lp, 5, FSDP_AT_BACKWARD_BEFORE),
+                     "unshard (root).train, grad_point (root).train, prefetch head.train");
+    cr_assert_str_eq(render(&sp, &lp, 4, FSDP_AT_BACKWARD_AFTER),
+                     "reduce (root).train [last micro], grad_unpoint (root).train [not last micro]");
+    cr_assert_str_eq(render(&sp, &lp, 3, FSDP_AT_BACKWARD_BEFORE),
+                     "unshard head.train, grad_point head.train, prefetch mid.train");
+    cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_BACKWARD_AFTER),
+                     "reduce mid.train [last micro], grad_unpoint mid.train [not last micro], reshard mid.train, "
+                     "reshard mid.frozen");
+    cr_assert_str_eq(render(&sp, &lp, 1, FSDP_AT_BACKWARD_BEFORE), "");
+    cr_assert_str_eq(render(&sp, &lp, -1, FSDP_AT_FORWARD_BEFORE),
+                     "settle, step (root).train, reshard (root).train, reshard (root).frozen, step trunk.train, "
+                     "reshard trunk.train, reshard trunk.frozen, step mid.train, reshard mid.train, reshard mid.frozen, "
+                     "step head.train, reshard head.train, reshard head.frozen");
+    fsdp_step_plan_free(&sp);
+    /* reshard_after_forward=0: every group stays, and backward prefetches nothing. */
+    in.reshard_after_forward = 0;
+    cr_assert_eq(fsdp_step_plan_build(&sp, &in), FSDP_OK);
+    cr_assert(sp.groups[mid].stays_gathered);
+    cr_assert_str_eq(render(&sp, &lp, 3, FSDP_AT_BACKWARD_BEFORE), "unshard head.train, grad_point head.train");
+    fsdp_step_plan_free(&sp);
+    fsdp_plan_free(&lp);
     fsdp_cfg_free(&c);
 }
 
