@@ -208,6 +208,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
+    if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     FSDP_TRY(agree(e, local, e->plan_hash));
 
