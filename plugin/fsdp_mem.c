@@ -104,6 +104,17 @@ float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero)
     return p;
 }
 
+void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index)
+{
+#ifdef GPU
+    m->device = gpu_index >= 0;
+#else
+    (void)gpu_index;
+    m->device = 0;
+#endif
+    m->align = m->device ? FSDP_DEVICE_ALIGN_FLOATS : 1;
+}
+
 fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
 {
 #ifdef GPU

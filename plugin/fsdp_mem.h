@@ -50,6 +50,11 @@ typedef struct fsdp_mem_ctx {
  * seeing the pointers. */
 #define FSDP_DEVICE_ALIGN_FLOATS 64
 
+/* Where a network's buffers live: device memory when Darknet computes on
+ * a GPU (gpu_index >= 0, in a GPU build), since Darknet's GPU path reads
+ * the *_gpu arrays; else host memory.  Sets device, and align to match. */
+void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index);
+
 /* Device runs: keep memory freed to the device's default pool for reuse
  * instead of handing it back to the driver at every synchronization (the
  * pool's default): a gathered group's buffer is freed and allocated again
