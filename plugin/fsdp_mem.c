@@ -6,7 +6,7 @@
 #include "fsdp_mem.h"
 #include "fsdp_cuda.h"
 #ifdef GPU
-#include "darknet.h"   /* cuda_free */
+#include "darknet.h"   /* cuda_make_array, cuda_free */
 #endif
 
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
@@ -167,6 +167,15 @@ void fsdp_mem_give(const fsdp_mem_ctx *m, float *p)
 {
     if (!p) return;
     if (m->device || !m->pool || !fsdp_pool_keep(m->pool, p, malloc_usable_size(p))) fsdp_mem_free(m, p);
+}
+
+float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n)
+{
+#ifdef GPU
+    if (m->device) return cuda_make_array(NULL, n);
+#endif
+    (void)m;
+    return calloc(n ? n : 1, sizeof(float));
 }
 
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array)

@@ -74,6 +74,10 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
  * Give back with fsdp_mem_give, never fsdp_mem_free. */
 float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_give(const fsdp_mem_ctx *m, float *p);
+/* n floats, zeroed, as Darknet's constructors make an array in this kind of
+ * memory: Darknet's own, for fsdp_mem_free_darknet.  NULL when the host is
+ * out of memory (Darknet's device allocator exits instead). */
+float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n);
 /* Frees an array Darknet allocated in this kind of memory (a layer's own
  * weights or gradients, taken over by the engine) and sets it to NULL. */
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array);
