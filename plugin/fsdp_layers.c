@@ -131,6 +131,20 @@ float **fsdp_layer_act(layer *l, fsdp_act_array which, int device)
     }
 }
 
+void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance)
+{
+#ifdef GPU
+    if (device) {
+        *mean = l->rolling_mean_gpu;
+        *variance = l->rolling_variance_gpu;
+        return;
+    }
+#endif
+    (void)device;
+    *mean = l->rolling_mean;
+    *variance = l->rolling_variance;
+}
+
 int fsdp_layer_inputs(const network *net, int index, int *in)
 {
     const layer *l = &net->layers[index];

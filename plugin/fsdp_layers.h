@@ -44,6 +44,10 @@ int fsdp_layers_have_device_arrays(void);
 typedef enum { FSDP_ACT_OUTPUT, FSDP_ACT_DELTA, FSDP_ACT_X, FSDP_ACT_X_NORM } fsdp_act_array;
 float **fsdp_layer_act(layer *l, fsdp_act_array which, int device);
 
+/* A batch-norm layer's rolling mean and variance, host or (device) device,
+ * as fsdp_layer_act. */
+void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance);
+
 /* Fills in[] with the indexes of the layers whose outputs layer `index`
  * reads; returns how many (at most FSDP_MAX_INPUTS). */
 #define FSDP_MAX_INPUTS 16

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "fsdp_mem.h"
 #include "fsdp_cuda.h"
+#include "fsdp_kernels.h"
 #ifdef GPU
 #include "darknet.h"   /* cuda_make_array, cuda_free */
 #endif
@@ -202,6 +203,19 @@ static fsdp_status copy(const fsdp_mem_ctx *m, float *dst, const float *src, siz
 #endif
     (void)to_buffer;
     memcpy(dst, src, n * sizeof(float));
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a)
+{
+#ifdef GPU
+    if (m->device) {
+        fsdp_bn_scale_gpu(x, n, a);
+        return fsdp_kernels_status();
+    }
+#endif
+    (void)m;
+    for (int i = 0; i < n; ++i) x[i] *= a;
     return FSDP_OK;
 }
 
