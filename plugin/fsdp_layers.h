@@ -39,13 +39,13 @@ void fsdp_tensor_free_device(const fsdp_tensor *t);
  * GPU build's do, on any run (some layers make them even under -nogpu). */
 int fsdp_layers_have_device_arrays(void);
 
-/* A layer's activation arrays: the host one, or with device its *_gpu twin
- * (the host one in a CPU build, as fsdp_tensor_array). */
+/* A layer's activation array `which`: the host one, or with device its
+ * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */
 typedef enum { FSDP_ACT_OUTPUT, FSDP_ACT_DELTA, FSDP_ACT_X, FSDP_ACT_X_NORM } fsdp_act_array;
 float **fsdp_layer_act(layer *l, fsdp_act_array which, int device);
 
-/* A batch-norm layer's rolling mean and variance, host or (device) device,
- * as fsdp_layer_act. */
+/* A batch-norm layer's rolling mean and variance: the host arrays, or with
+ * device their *_gpu twins, as fsdp_layer_act. */
 void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance);
 
 /* Fills in[] with the indexes of the layers whose outputs layer `index`
