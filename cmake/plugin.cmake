@@ -1,7 +1,10 @@
 # libdarknet_fsdp.so: the sharding engine.  Its Darknet symbols resolve from
 # the darknet executable at dlopen time; it is built with Darknet's flags so
 # the structs it sees have Darknet's layout (checked again at load).
+# plugin/fsdp_*_gpu.c read the device fields of Darknet's structs, which only
+# GPU builds have: they build with the kernels, below.
 file(GLOB FSDP_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/plugin/fsdp_*.c")
+list(FILTER FSDP_SOURCES EXCLUDE REGEX "_gpu\\.c$")
 add_library(fsdp_core STATIC ${FSDP_SOURCES})
 target_include_directories(fsdp_core PUBLIC "${CMAKE_SOURCE_DIR}/plugin"
     "${DARKNET_SRC}/include" "${DARKNET_SRC}/src")
@@ -22,11 +25,13 @@ if(_dn_defs)
   target_compile_definitions(fsdp_core PUBLIC ${_dn_defs})
 endif()
 # GPU build: the plugin's kernels (plugin/fsdp_*.cu, for FSDP_CUDA_ARCHS, on
-# the shared CUDA runtime Darknet uses); CUDA, cuDNN and NCCL headers, cudart
-# and NCCL (cmake/gpu.cmake).  The CPU build never sees a .cu file.
+# the shared CUDA runtime Darknet uses) and its device halves in C
+# (plugin/fsdp_*_gpu.c); CUDA, cuDNN and NCCL headers, cudart and NCCL
+# (cmake/gpu.cmake).  The CPU build never sees either.
 if(TARGET fsdp_gpu)
-  file(GLOB FSDP_CUDA_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/plugin/fsdp_*.cu")
-  target_sources(fsdp_core PRIVATE ${FSDP_CUDA_SOURCES})
+  file(GLOB FSDP_GPU_SOURCES CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/plugin/fsdp_*.cu"
+       "${CMAKE_SOURCE_DIR}/plugin/fsdp_*_gpu.c")
+  target_sources(fsdp_core PRIVATE ${FSDP_GPU_SOURCES})
   set_target_properties(fsdp_core PROPERTIES CUDA_ARCHITECTURES "${FSDP_CUDA_ARCHS}"
     CUDA_RUNTIME_LIBRARY Shared)
   target_compile_options(fsdp_core PRIVATE

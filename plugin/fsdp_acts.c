@@ -12,53 +12,13 @@ int fsdp_acts_wanted(void)
 
 /* ---- a layer's activation arrays, host or device ------------------------ */
 
-typedef enum { ACT_OUTPUT, ACT_DELTA, ACT_X, ACT_X_NORM } act_field;
+/* A layer's arrays (fsdp_layer_act) are Darknet's own: given back and made
+ * again as Darknet frees and makes them (fsdp_mem.h). */
+static void give_back(float **p, int device) { fsdp_mem_free_darknet(&(fsdp_mem_ctx){ .device = device }, p); }
 
-static float **field(layer *l, act_field f, int device)
-{
-#ifdef GPU
-    if (device) {
-        switch (f) {
-        case ACT_OUTPUT: return &l->output_gpu;
-        case ACT_DELTA: return &l->delta_gpu;
-        case ACT_X: return &l->x_gpu;
-        case ACT_X_NORM: return &l->x_norm_gpu;
-        }
-    }
-#endif
-    (void)device;
-    switch (f) {
-    case ACT_OUTPUT: return &l->output;
-    case ACT_DELTA: return &l->delta;
-    case ACT_X: return &l->x;
-    default: return &l->x_norm;
-    }
-}
-
-/* Gives back an array Darknet allocated, as Darknet would free it. */
-static void give_back(float **p, int device)
-{
-    if (!*p) return;
-#ifdef GPU
-    if (device) cuda_free(*p);
-    else
-#endif
-        free(*p);
-    (void)device;
-    *p = NULL;
-}
-
-/* Makes an array again as Darknet's constructors do (zeroed), Darknet's own. */
 static fsdp_status remake(float **p, size_t n, int device)
 {
-#ifdef GPU
-    if (device) {
-        *p = cuda_make_array(NULL, n);
-        return FSDP_OK;
-    }
-#endif
-    (void)device;
-    *p = calloc(n ? n : 1, sizeof(float));
+    *p = fsdp_mem_alloc_darknet(&(fsdp_mem_ctx){ .device = device }, n);
     return *p ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats of activations", n);
 }
 
@@ -110,9 +70,9 @@ fsdp_status fsdp_acts_layer_built(fsdp_acts *a, const fsdp_cfg *cfg, network *ne
     a->need[i] = (unsigned char)need;
     if (need || !plain_layer(l) || read_after_forward(net, i)) return FSDP_OK;
     /* Every layer reading it comes later: the plan decides at setup. */
-    for (act_field f = ACT_OUTPUT; f <= ACT_X_NORM; ++f) {
-        if (f != ACT_OUTPUT || !a->device) give_back(field(l, f, 0), 0);
-        if (a->device) give_back(field(l, f, 1), 1);
+    for (fsdp_act_array f = FSDP_ACT_OUTPUT; f <= FSDP_ACT_X_NORM; ++f) {
+        if (f != FSDP_ACT_OUTPUT || !a->device) give_back(fsdp_layer_act(l, f, 0), 0);
+        if (a->device) give_back(fsdp_layer_act(l, f, 1), 1);
     }
     a->freed[i] = 1;
     return FSDP_OK;
@@ -125,7 +85,7 @@ fsdp_status fsdp_acts_layer_built(fsdp_acts *a, const fsdp_cfg *cfg, network *ne
 
 static void point_members(const fsdp_acts *a, network *net, int c, float *p)
 {
-    FOR_MEMBERS(a, c, m) *field(&net->layers[m], ACT_OUTPUT, a->device) = p;
+    FOR_MEMBERS(a, c, m) *fsdp_layer_act(&net->layers[m], FSDP_ACT_OUTPUT, a->device) = p;
 }
 
 /* A delta given back while building that the plan keeps (fsdp_deltas.h),
@@ -138,8 +98,9 @@ static fsdp_status restore_delta(const fsdp_acts *a, network *net, int c, const 
     layer *l = &net->layers[c];
     for (int d = 0; d <= a->device; ++d) {
         /* GPU runs: the host twin too, as Darknet would have it. */
-        FSDP_TRY(remake(field(l, ACT_DELTA, d), floats(l), d));
-        FOR_MEMBERS(a, c, m) *field(&net->layers[m], ACT_DELTA, d) = *field(l, ACT_DELTA, d);
+        float **delta = fsdp_layer_act(l, FSDP_ACT_DELTA, d);
+        FSDP_TRY(remake(delta, floats(l), d));
+        FOR_MEMBERS(a, c, m) *fsdp_layer_act(&net->layers[m], FSDP_ACT_DELTA, d) = *delta;
     }
     return FSDP_OK;
 }
@@ -247,20 +208,20 @@ fsdp_status fsdp_acts_setup(fsdp_acts *a, const fsdp_layout_plan *p, const fsdp_
         layer *l = &net->layers[i];
         if (a->prod[i] == i) s = restore_delta(a, net, i, keep);
         if (s == FSDP_OK && a->freed[i] && a->prod[i] == i && a->buf[i] < 0) {
-            float **out = field(l, ACT_OUTPUT, a->device);
+            float **out = fsdp_layer_act(l, FSDP_ACT_OUTPUT, a->device);
             s = remake(out, floats(l), a->device);
             if (s == FSDP_OK) point_members(a, net, i, *out);
         }
         if (a->prod[i] == i && a->buf[i] >= 0) {
-            give_back(field(l, ACT_OUTPUT, a->device), a->device);
+            give_back(fsdp_layer_act(l, FSDP_ACT_OUTPUT, a->device), a->device);
             point_members(a, net, i, NULL);
             a->transient += 1;
         }
         if (p->frozen[i] && has_bn(l)) {
             a->bn[i] = 1;
             for (int d = 0; d <= a->device; ++d) {
-                give_back(field(l, ACT_X, d), d);
-                give_back(field(l, ACT_X_NORM, d), d);
+                give_back(fsdp_layer_act(l, FSDP_ACT_X, d), d);
+                give_back(fsdp_layer_act(l, FSDP_ACT_X_NORM, d), d);
             }
         }
     }
@@ -280,11 +241,11 @@ void fsdp_acts_forward(const fsdp_acts *a, network *net, int i, dn_when when)
     layer *l = &net->layers[i];
     if (when == DN_BEFORE) {
         if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, a->bufs[a->buf[i]]);
-        if (a->bn[i]) *field(l, ACT_X, a->device) = *field(l, ACT_OUTPUT, a->device);
+        if (a->bn[i]) *fsdp_layer_act(l, FSDP_ACT_X, a->device) = *fsdp_layer_act(l, FSDP_ACT_OUTPUT, a->device);
         return;
     }
     for (int k = a->close_at[i]; k < a->close_at[i + 1]; ++k) point_members(a, net, a->close_list[k], NULL);
-    if (a->bn[i]) *field(l, ACT_X, a->device) = NULL;
+    if (a->bn[i]) *fsdp_layer_act(l, FSDP_ACT_X, a->device) = NULL;
 }
 
 /* ---- resizing and the end -------------------------------------------------- */
@@ -295,12 +256,12 @@ fsdp_status fsdp_acts_resized(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
     for (int i = 0; i < a->n; ++i) {
         layer *l = &net->layers[i];
         if (a->prod[i] == i && a->buf[i] >= 0) {
-            give_back(field(l, ACT_OUTPUT, a->device), a->device);
+            give_back(fsdp_layer_act(l, FSDP_ACT_OUTPUT, a->device), a->device);
             point_members(a, net, i, NULL);
         }
         for (int d = 0; a->bn[i] && d <= a->device; ++d) {
-            give_back(field(l, ACT_X, d), d);
-            give_back(field(l, ACT_X_NORM, d), d);
+            give_back(fsdp_layer_act(l, FSDP_ACT_X, d), d);
+            give_back(fsdp_layer_act(l, FSDP_ACT_X_NORM, d), d);
         }
     }
     for (int b = 0; b < a->nbufs; ++b) {
@@ -327,7 +288,7 @@ void fsdp_acts_release(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
     if (a->set_up && net)
         for (int i = 0; i < a->n; ++i) {
             if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, NULL);
-            if (a->bn[i]) *field(&net->layers[i], ACT_X, a->device) = NULL;
+            if (a->bn[i]) *fsdp_layer_act(&net->layers[i], FSDP_ACT_X, a->device) = NULL;
         }
     for (int b = 0; a->bufs && b < a->nbufs; ++b) fsdp_mem_free(m, a->bufs[b]);
     free(a->need); free(a->freed); free(a->prod); free(a->buf); free(a->last); free(a->bn);

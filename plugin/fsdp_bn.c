@@ -3,9 +3,8 @@
 #include <string.h>
 #include "fsdp_bn.h"
 #include "fsdp_hash.h"
-#ifdef GPU
-#include "fsdp_kernels.h"
-#endif
+#include "fsdp_layers.h"
+#include "fsdp_mem.h"
 
 static const char *what_str(dn_bn_what what)
 {
@@ -104,13 +103,10 @@ fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, 
                          "sync_bn=0 in [net]", layer, count);
     float a = global_factor(what, bn->be->world, count);
     if (bn->mem->device) {
-#ifdef GPU
         FSDP_TRY(bn->dbe->all_reduce(bn->dbe, x, (size_t)channels));
-        fsdp_bn_scale_gpu(x, channels, a);
-        fsdp_status s = fsdp_kernels_status();
+        fsdp_status s = fsdp_mem_scale(bn->mem, x, channels, a);
         if (s != FSDP_OK)
             return fsdp_fail(s, "layer %d: synchronized batch norm (%s)", layer, what_str(what));
-#endif
     } else {
         FSDP_TRY(host_sync(bn, layer, what, x, channels, a));
     }
@@ -129,19 +125,18 @@ fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net)
     for (int i = 0; i < net->n && s == FSDP_OK; ++i) {
         layer *l = &net->layers[i];
         if (!(l->batch_normalize || l->type == BATCHNORM) || !l->rolling_mean || !l->rolling_variance) continue;
-        const float *m = l->rolling_mean, *v = l->rolling_variance;
-#ifdef GPU
+        const float *m, *v;
+        fsdp_layer_rolling(l, bn->mem->device, &m, &v);
         if (bn->mem->device) {
             /* Darknet trains the device copies; the host ones are stale. */
             float *t = realloc(tmp, 2 * (size_t)l->out_c * sizeof *t);
             if (!t) { s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); break; }
             tmp = t;
-            s = fsdp_mem_to_host(bn->mem, tmp, l->rolling_mean_gpu, (size_t)l->out_c);
-            if (s == FSDP_OK) s = fsdp_mem_to_host(bn->mem, tmp + l->out_c, l->rolling_variance_gpu, (size_t)l->out_c);
+            s = fsdp_mem_to_host(bn->mem, tmp, m, (size_t)l->out_c);
+            if (s == FSDP_OK) s = fsdp_mem_to_host(bn->mem, tmp + l->out_c, v, (size_t)l->out_c);
             m = tmp;
             v = tmp + l->out_c;
         }
-#endif
         size_t bytes = (size_t)l->out_c * sizeof *m;
         h = fsdp_fnv1a(fsdp_fnv1a(h, m, bytes), v, bytes);
     }

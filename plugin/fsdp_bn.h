@@ -55,15 +55,4 @@ fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, 
  * an error: under sync_bn=0 they differ by design. */
 fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net);
 
-#ifdef GPU
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* x[0 .. n) *= a on Darknet's compute stream. */
-void fsdp_bn_scale_gpu(float *x, int n, float a);
-#ifdef __cplusplus
-}
-#endif
-#endif
-
 #endif

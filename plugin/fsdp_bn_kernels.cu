@@ -1,6 +1,6 @@
-/* fsdp_bn_kernels.cu: synchronized batch norm's one kernel (fsdp_bn.h). */
+/* fsdp_bn_kernels.cu: synchronized batch norm's one kernel (fsdp_kernels.h). */
 #include "fsdp_cuda.h"
-#include "fsdp_bn.h"
+#include "fsdp_kernels.h"
 
 __global__ void bn_scale_kernel(float *x, int n, float a)
 {

@@ -1,7 +1,7 @@
-#include <stddef.h>
 #include <stdlib.h>
 #include "fsdp_deltas.h"
 #include "fsdp_layers.h"
+#include "fsdp_mem.h"
 
 unsigned char *fsdp_deltas_keepers(const fsdp_layout_plan *p, const network *net)
 {
@@ -25,33 +25,30 @@ unsigned char *fsdp_deltas_keepers(const fsdp_layout_plan *p, const network *net
     return keep;
 }
 
-static float **field(layer *l, size_t offset) { return (float **)((char *)l + offset); }
+static float **delta(network *net, int i, int device) { return fsdp_layer_act(&net->layers[i], FSDP_ACT_DELTA, device); }
 
 /* Dropout shares its input's delta, so a buffer is freed only when no layer
- * that keeps it points at it. */
-static void drop(network *net, const unsigned char *keep, size_t offset, void (*release)(float *))
+ * that keeps it points at it.  device: the *_gpu twins, Darknet's device
+ * memory. */
+static void drop(network *net, const unsigned char *keep, int device)
 {
+    const fsdp_mem_ctx darknet = { .device = device };
     int n = net->n;
     for (int i = 0; i < n; ++i) {
-        float *d = *field(&net->layers[i], offset);
+        float *d = *delta(net, i, device);
         if (keep[i] || !d) continue;
         int shared = 0;
-        for (int j = 0; j < n; ++j) if (keep[j] && *field(&net->layers[j], offset) == d) shared = 1;
+        for (int j = 0; j < n; ++j) if (keep[j] && *delta(net, j, device) == d) shared = 1;
         if (shared) continue;
-        for (int j = 0; j < n; ++j) if (*field(&net->layers[j], offset) == d) *field(&net->layers[j], offset) = NULL;
-        release(d);
+        for (int j = 0; j < n; ++j) if (*delta(net, j, device) == d) *delta(net, j, device) = NULL;
+        fsdp_mem_free_darknet(&darknet, &d);
     }
 }
-
-static void host_free(float *p) { free(p); }
 
 void fsdp_deltas_drop_unneeded(const fsdp_layout_plan *p, network *net)
 {
     unsigned char *keep = fsdp_deltas_keepers(p, net);
     if (!keep) return;   /* out of memory: keeping every buffer is always correct */
-    drop(net, keep, offsetof(layer, delta), host_free);
-#ifdef GPU
-    drop(net, keep, offsetof(layer, delta_gpu), cuda_free);
-#endif
+    for (int device = 0; device <= fsdp_layers_have_device_arrays(); ++device) drop(net, keep, device);
     free(keep);
 }

@@ -194,11 +194,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (e->net)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "darknet-fsdp shards one network per process, and this "
                          "command builds a second one (e.g. -gpus with several GPUs); use one per rank");
-#ifdef GPU
-    /* Darknet's GPU path reads the *_gpu arrays: shard those, in device memory. */
-    e->mem.device = net->gpu_index >= 0;
-    e->mem.align = e->mem.device ? FSDP_DEVICE_ALIGN_FLOATS : 1;
-#endif
+    fsdp_mem_place(&e->mem, net->gpu_index);
     if (e->mem.device && e->be->world > 1 && (!e->dbe || e->dbe->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
                          "(NCCL, or -fsdp-backend mpi)", e->be->world);

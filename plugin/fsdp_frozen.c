@@ -3,7 +3,6 @@
 #include "activations.h"
 #include "blas.h"
 #include "fsdp_frozen.h"
-#include "fsdp_kernels.h"
 
 /* Whether a recurrent layer's sub-layers normalize their batches. */
 static int recurrent_batch_norm(const layer *l)
@@ -44,17 +43,12 @@ fsdp_status fsdp_frozen_check_plan(const fsdp_layout_plan *p, const fsdp_cfg *cf
 }
 
 /* Darknet calls layer functions without a context; the wrappers find the
- * layers' own functions here (one network per process). */
+ * layers' own functions here (one network per process), and the device
+ * half, if any (fsdp_frozen.h). */
 static fsdp_layer_fns *the_orig;
+static const fsdp_frozen_device *device_half;
 
-/* The arithmetic a frozen layer's backward needs, on host or device arrays. */
-typedef struct frozen_math {
-    void (*gradient)(float *output, int n, ACTIVATION a, float *delta);
-    /* delta[b][c][s] *= scales[c] / (the rolling standard deviation Darknet's forward divided by) */
-    void (*bn_delta)(float *delta, const float *scales, const float *rolling_variance, int batch,
-                     int channels, int spatial);
-    void (*add)(int n, float *x, float *y);   /* y += x */
-} frozen_math;
+void fsdp_frozen_use_device(const fsdp_frozen_device *d) { device_half = d; }
 
 static void host_gradient(float *output, int n, ACTIVATION a, float *delta) { gradient_array(output, n, a, delta); }
 static void host_add(int n, float *x, float *y) { axpy_cpu(n, 1, x, 1, y, 1); }
@@ -69,25 +63,14 @@ static void host_bn_delta(float *delta, const float *scales, const float *rollin
             for (int s = 0; s < spatial; ++s) d[s] *= k;
         }
 }
-static const frozen_math host_math = { host_gradient, host_bn_delta, host_add };
-
-#ifdef GPU
-static void device_add(int n, float *x, float *y) { axpy_gpu(n, 1, x, 1, y, 1); }
-static const frozen_math device_math = { gradient_array_gpu, fsdp_bn_inference_delta_gpu, device_add };
-#endif
-
-/* What a frozen layer's backward touches, host or device. */
-typedef struct frozen_arrays {
-    const frozen_math *math;
-    float *output, *delta, *scales, *rolling_variance, *input_delta;
-    void (*own_backward)(struct layer, struct network);
-} frozen_arrays;
+static const fsdp_frozen_math host_math = { host_gradient, host_bn_delta, host_add };
 
 /* Backward through a frozen layer whose batch norm ran in inference mode:
  * y = act(scale * (x - rolling_mean) / sd(rolling_var) + bias), so the delta
  * is scaled per channel; the rest is the layer's own backward with no batch
  * norm and no gradient buffers (NULL: skipped, see patches/0009 and 0015). */
-static void frozen_backward_with(layer l, network net, const frozen_arrays *a)
+static void frozen_backward_with(layer l, network net, const fsdp_frozen_math *math, const fsdp_frozen_arrays *a,
+                                 void (*own_backward)(struct layer, struct network))
 {
     /* Forward was the identity (no dropout outside training), and dropout
      * shares its input's delta: backward is nothing.  Darknet's own would
@@ -95,16 +78,16 @@ static void frozen_backward_with(layer l, network net, const frozen_arrays *a)
     if (l.type == DROPOUT) return;
     if (l.batch_normalize || l.type == BATCHNORM) {
         int n = l.outputs * l.batch;
-        if (l.type != BATCHNORM) a->math->gradient(a->output, n, l.activation, a->delta);
-        a->math->bn_delta(a->delta, a->scales, a->rolling_variance, l.batch, l.out_c, l.out_w * l.out_h);
+        if (l.type != BATCHNORM) math->gradient(a->output, n, l.activation, a->delta);
+        math->bn_delta(a->delta, a->scales, a->rolling_variance, l.batch, l.out_c, l.out_w * l.out_h);
         if (l.type == BATCHNORM) {
-            if (a->input_delta) a->math->add(n, a->delta, a->input_delta);
+            if (a->input_delta) math->add(n, a->delta, a->input_delta);
             return;
         }
         l.batch_normalize = 0;
         l.activation = LINEAR;
     }
-    a->own_backward(l, net);
+    own_backward(l, net);
 }
 
 static void frozen_forward(layer l, network net)
@@ -115,12 +98,10 @@ static void frozen_forward(layer l, network net)
 
 static void frozen_backward(layer l, network net)
 {
-    frozen_arrays a = { &host_math, l.output, l.delta, l.scales, l.rolling_variance, net.delta,
-                        the_orig[net.index].backward };
-    frozen_backward_with(l, net, &a);
+    fsdp_frozen_arrays a = { l.output, l.delta, l.scales, l.rolling_variance, net.delta };
+    frozen_backward_with(l, net, &host_math, &a, the_orig[net.index].backward);
 }
 
-#ifdef GPU
 static void frozen_forward_gpu(layer l, network net)
 {
     net.train = 0;
@@ -129,11 +110,10 @@ static void frozen_forward_gpu(layer l, network net)
 
 static void frozen_backward_gpu(layer l, network net)
 {
-    frozen_arrays a = { &device_math, l.output_gpu, l.delta_gpu, l.scales_gpu, l.rolling_variance_gpu,
-                        net.delta_gpu, the_orig[net.index].backward_gpu };
-    frozen_backward_with(l, net, &a);
+    fsdp_frozen_arrays a;
+    device_half->arrays(&l, &net, &a);
+    frozen_backward_with(l, net, &device_half->math, &a, the_orig[net.index].backward_gpu);
 }
-#endif
 
 fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_layer_fns **orig)
 {
@@ -141,19 +121,13 @@ fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_la
     if (!o) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) {
         layer *l = &net->layers[i];
-        o[i].forward = l->forward;
-        o[i].backward = l->backward;
-#ifdef GPU
-        o[i].forward_gpu = l->forward_gpu;
-        o[i].backward_gpu = l->backward_gpu;
-#endif
+        o[i] = (fsdp_layer_fns){ l->forward, l->backward, l->forward_gpu, l->backward_gpu };
         if (!p->frozen[i]) continue;
         l->forward = frozen_forward;
         if (p->need_bwd[i]) l->backward = frozen_backward;
-#ifdef GPU
+        if (!device_half) continue;
         l->forward_gpu = frozen_forward_gpu;
         if (p->need_bwd[i]) l->backward_gpu = frozen_backward_gpu;
-#endif
     }
     the_orig = *orig = o;
     return FSDP_OK;
@@ -162,12 +136,11 @@ fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_la
 void fsdp_frozen_uninstall(network *net, fsdp_layer_fns *orig)
 {
     for (int i = 0; i < net->n && orig; ++i) {
-        net->layers[i].forward = orig[i].forward;
-        net->layers[i].backward = orig[i].backward;
-#ifdef GPU
-        net->layers[i].forward_gpu = orig[i].forward_gpu;
-        net->layers[i].backward_gpu = orig[i].backward_gpu;
-#endif
+        layer *l = &net->layers[i];
+        l->forward = orig[i].forward;
+        l->backward = orig[i].backward;
+        l->forward_gpu = orig[i].forward_gpu;
+        l->backward_gpu = orig[i].backward_gpu;
     }
     if (orig == the_orig) the_orig = NULL;
     free(orig);

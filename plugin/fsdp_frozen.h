@@ -11,14 +11,13 @@
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
 
-/* A layer's own functions, kept while the wrappers stand in for them. */
+/* A layer's own functions, kept while the wrappers stand in for them (the
+ * device ones as Darknet's layer holds them: NULL in CPU builds). */
 typedef struct fsdp_layer_fns {
     void (*forward)(struct layer, struct network);
     void (*backward)(struct layer, struct network);
-#ifdef GPU
     void (*forward_gpu)(struct layer, struct network);
     void (*backward_gpu)(struct layer, struct network);
-#endif
 } fsdp_layer_fns;
 
 /* Refuses, as "file:line: ...", frozen layers that would have to pass deltas
@@ -27,9 +26,37 @@ typedef struct fsdp_layer_fns {
 fsdp_status fsdp_frozen_check_plan(const fsdp_layout_plan *p, const fsdp_cfg *cfg, const network *net);
 
 /* Wraps frozen layers' forward (and, where they must pass deltas back,
- * backward) functions, CPU and GPU; *orig gets every layer's own. */
+ * backward) functions, host and, with a device half (below), device;
+ * *orig gets every layer's own. */
 fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_layer_fns **orig);
 /* Gives every layer its own functions back and frees orig. */
 void fsdp_frozen_uninstall(network *net, fsdp_layer_fns *orig);
+
+/* The arithmetic a frozen layer's backward needs, on host or device arrays. */
+typedef struct fsdp_frozen_math {
+    void (*gradient)(float *output, int n, ACTIVATION a, float *delta);
+    /* delta[b][c][s] *= scales[c] / (the rolling standard deviation Darknet's forward divided by) */
+    void (*bn_delta)(float *delta, const float *scales, const float *rolling_variance, int batch,
+                     int channels, int spatial);
+    void (*add)(int n, float *x, float *y);   /* y += x */
+} fsdp_frozen_math;
+
+/* What a frozen layer's backward touches: host arrays, or their device twins. */
+typedef struct fsdp_frozen_arrays {
+    float *output, *delta, *scales, *rolling_variance;
+    float *input_delta;   /* the network's delta: the layer below's, or NULL */
+} fsdp_frozen_arrays;
+
+/* The device half: what wrapping Darknet's device functions needs of a
+ * layer struct that has device arrays (GPU builds only).  fsdp_frozen_gpu
+ * is the one there is (fsdp_frozen_gpu.c); the entry point hands it over in
+ * GPU builds, before any network is built.  Without one, only the host
+ * functions are wrapped. */
+typedef struct fsdp_frozen_device {
+    fsdp_frozen_math math;
+    void (*arrays)(const layer *l, const network *net, fsdp_frozen_arrays *a);
+} fsdp_frozen_device;
+extern const fsdp_frozen_device fsdp_frozen_gpu;
+void fsdp_frozen_use_device(const fsdp_frozen_device *d);
 
 #endif

@@ -7,7 +7,7 @@
 #ifdef GPU
 #include <stddef.h>
 #include "fsdp.h"
-#include "fsdp_optim.h"
+#include "fsdp_optim_args.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +22,8 @@ void fsdp_adam_gpu(float *w, float *m, float *v, const float *g, size_t n, const
  * (sqrt(var) + .000001f) instead, and so does the engine's CPU backward). */
 void fsdp_bn_inference_delta_gpu(float *delta, const float *scales, const float *rolling_variance,
                                  int batch, int channels, int spatial);
+/* x[0 .. n) *= a (synchronized batch norm's global factor, through fsdp_mem_scale). */
+void fsdp_bn_scale_gpu(float *x, int n, float a);
 /* FSDP_OK, or FSDP_ERR_CUDA with the pending launch error printed. */
 fsdp_status fsdp_kernels_status(void);
 

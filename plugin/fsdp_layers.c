@@ -91,6 +91,60 @@ float **fsdp_tensor_array(const fsdp_tensor *t, int device, int grad)
     return grad ? t->grad : t->data;
 }
 
+void fsdp_tensor_free_device(const fsdp_tensor *t)
+{
+#ifdef GPU
+    cuda_free(*t->data_gpu);
+    cuda_free(*t->grad_gpu);
+    *t->data_gpu = *t->grad_gpu = NULL;
+#endif
+    (void)t;
+}
+
+int fsdp_layers_have_device_arrays(void)
+{
+#ifdef GPU
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+float **fsdp_layer_act(layer *l, fsdp_act_array which, int device)
+{
+#ifdef GPU
+    if (device) {
+        switch (which) {
+        case FSDP_ACT_OUTPUT: return &l->output_gpu;
+        case FSDP_ACT_DELTA: return &l->delta_gpu;
+        case FSDP_ACT_X: return &l->x_gpu;
+        case FSDP_ACT_X_NORM: return &l->x_norm_gpu;
+        }
+    }
+#endif
+    (void)device;
+    switch (which) {
+    case FSDP_ACT_OUTPUT: return &l->output;
+    case FSDP_ACT_DELTA: return &l->delta;
+    case FSDP_ACT_X: return &l->x;
+    default: return &l->x_norm;
+    }
+}
+
+void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance)
+{
+#ifdef GPU
+    if (device) {
+        *mean = l->rolling_mean_gpu;
+        *variance = l->rolling_variance_gpu;
+        return;
+    }
+#endif
+    (void)device;
+    *mean = l->rolling_mean;
+    *variance = l->rolling_variance;
+}
+
 int fsdp_layer_inputs(const network *net, int index, int *in)
 {
     const layer *l = &net->layers[index];

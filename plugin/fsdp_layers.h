@@ -31,6 +31,23 @@ int fsdp_layer_tensors(layer *l, fsdp_tensor *out);
  * grad selects the gradient. */
 float **fsdp_tensor_array(const fsdp_tensor *t, int device, int grad);
 
+/* Frees the *_gpu twins Darknet made of t's arrays and sets them to NULL
+ * (nothing in a CPU build). */
+void fsdp_tensor_free_device(const fsdp_tensor *t);
+
+/* Whether Darknet's structs have device twins of their arrays (*_gpu): a
+ * GPU build's do, on any run (some layers make them even under -nogpu). */
+int fsdp_layers_have_device_arrays(void);
+
+/* A layer's activation array `which`: the host one, or with device its
+ * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */
+typedef enum { FSDP_ACT_OUTPUT, FSDP_ACT_DELTA, FSDP_ACT_X, FSDP_ACT_X_NORM } fsdp_act_array;
+float **fsdp_layer_act(layer *l, fsdp_act_array which, int device);
+
+/* A batch-norm layer's rolling mean and variance: the host arrays, or with
+ * device their *_gpu twins, as fsdp_layer_act. */
+void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance);
+
 /* Fills in[] with the indexes of the layers whose outputs layer `index`
  * reads; returns how many (at most FSDP_MAX_INPUTS). */
 #define FSDP_MAX_INPUTS 16

@@ -5,8 +5,9 @@
 #include <string.h>
 #include "fsdp_mem.h"
 #include "fsdp_cuda.h"
+#include "fsdp_kernels.h"
 #ifdef GPU
-#include "darknet.h"   /* cuda_free */
+#include "darknet.h"   /* cuda_make_array, cuda_free */
 #endif
 
 float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
@@ -104,6 +105,17 @@ float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero)
     return p;
 }
 
+void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index)
+{
+#ifdef GPU
+    m->device = gpu_index >= 0;
+#else
+    (void)gpu_index;
+    m->device = 0;
+#endif
+    m->align = m->device ? FSDP_DEVICE_ALIGN_FLOATS : 1;
+}
+
 fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
 {
 #ifdef GPU
@@ -158,6 +170,15 @@ void fsdp_mem_give(const fsdp_mem_ctx *m, float *p)
     if (m->device || !m->pool || !fsdp_pool_keep(m->pool, p, malloc_usable_size(p))) fsdp_mem_free(m, p);
 }
 
+float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n)
+{
+#ifdef GPU
+    if (m->device) return cuda_make_array(NULL, n);
+#endif
+    (void)m;
+    return calloc(n ? n : 1, sizeof(float));
+}
+
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array)
 {
 #ifdef GPU
@@ -182,6 +203,19 @@ static fsdp_status copy(const fsdp_mem_ctx *m, float *dst, const float *src, siz
 #endif
     (void)to_buffer;
     memcpy(dst, src, n * sizeof(float));
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a)
+{
+#ifdef GPU
+    if (m->device) {
+        fsdp_bn_scale_gpu(x, n, a);
+        return fsdp_kernels_status();
+    }
+#endif
+    (void)m;
+    for (int i = 0; i < n; ++i) x[i] *= a;
     return FSDP_OK;
 }
 

@@ -50,6 +50,11 @@ typedef struct fsdp_mem_ctx {
  * seeing the pointers. */
 #define FSDP_DEVICE_ALIGN_FLOATS 64
 
+/* Where a network's buffers live: device memory when Darknet computes on
+ * a GPU (gpu_index >= 0, in a GPU build), since Darknet's GPU path reads
+ * the *_gpu arrays; else host memory.  Sets device, and align to match. */
+void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index);
+
 /* Device runs: keep memory freed to the device's default pool for reuse
  * instead of handing it back to the driver at every synchronization (the
  * pool's default): a gathered group's buffer is freed and allocated again
@@ -69,9 +74,17 @@ void fsdp_mem_free(const fsdp_mem_ctx *m, float *p);
  * Give back with fsdp_mem_give, never fsdp_mem_free. */
 float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero);
 void fsdp_mem_give(const fsdp_mem_ctx *m, float *p);
+/* n floats, zeroed, as Darknet's constructors make an array in this kind of
+ * memory: Darknet's own, for fsdp_mem_free_darknet.  NULL when the host is
+ * out of memory (Darknet's device allocator exits instead). */
+float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n);
 /* Frees an array Darknet allocated in this kind of memory (a layer's own
  * weights or gradients, taken over by the engine) and sets it to NULL. */
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array);
+
+/* x[0 .. n) *= a in a buffer of this kind (on the device a kernel on
+ * Darknet's stream: FSDP_ERR_CUDA, printed, if its launch failed). */
+fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a);
 
 /* n floats from host memory into a buffer of this kind. */
 fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);

@@ -11,16 +11,7 @@
 
 #include <stddef.h>
 #include "fsdp.h"
-
-typedef struct fsdp_optim_args {
-    float learning_rate;   /* already times the layer's learning_rate scale */
-    float momentum;
-    float decay;
-    int batch;             /* global batch: batch * subdivisions * world */
-    int adam;
-    float B1, B2, eps;
-    int t;
-} fsdp_optim_args;
+#include "fsdp_optim_args.h"
 
 /* w, m (and v for Adam) hold n floats; g may be NULL (no gradient this step). */
 void fsdp_sgd(float *w, float *m, const float *g, size_t n, int decays, const fsdp_optim_args *a);

@@ -49,16 +49,10 @@ fsdp_status fsdp_stage_layer_built(fsdp_stage *s, network *net, int i)
         free(*t[k].data);
         free(*t[k].grad);
         *t[k].data = *t[k].grad = NULL;
-#ifdef GPU
         /* GPU runs: the device twins Darknet made go too; loading's
          * push_*_layer then skips them (patch 0041) and setup copies the
          * host values gathered back into the device shards. */
-        if (net->gpu_index >= 0) {
-            cuda_free(*t[k].data_gpu);
-            cuda_free(*t[k].grad_gpu);
-            *t[k].data_gpu = *t[k].grad_gpu = NULL;
-        }
-#endif
+        if (net->gpu_index >= 0) fsdp_tensor_free_device(&t[k]);
     }
     L->state = FSDP_STAGE_SLICED;
     return FSDP_OK;

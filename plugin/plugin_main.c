@@ -15,6 +15,7 @@
 #include "fsdp_deltas.h"
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
+#include "fsdp_frozen.h"
 #include "fsdp_hash.h"
 #include "fsdp_hosts.h"
 #include "fsdp_log.h"
@@ -480,6 +481,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
      * (the prediction, fsdp_memplan.h).  Smaller ones (a loader's images)
      * stay in the heap. */
     mallopt(M_MMAP_THRESHOLD, FSDP_MMAP_THRESHOLD);
+#ifdef GPU
+    /* Frozen layers wrap Darknet's device functions too (fsdp_frozen.h). */
+    fsdp_frozen_use_device(&fsdp_frozen_gpu);
+#endif
     fsdp_flags flags;
     fsdp_status s = fsdp_flags_take(argc, argv, &flags);
     if (s == FSDP_OK && flags.help) {
