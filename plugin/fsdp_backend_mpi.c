@@ -309,15 +309,6 @@ static fsdp_status mpib_open(fsdp_backend *b)
     return FSDP_OK;
 }
 
-fsdp_status fsdp_mpi_fail(int err, const char *file, int line, const char *call)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "error code %d", err);
-    return fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s: MPI error: %s", file, line, call, msg);
-}
-
 fsdp_status fsdp_backend_mpi_create(fsdp_backend **out)
 {
     int initialized = 0, finalized = 0;
