@@ -28,7 +28,7 @@ static float global_factor(dn_bn_what what, int world, int count)
 /* buf[0 .. n) = a * (its sum over ranks), host memory. */
 static fsdp_status reduce_host(fsdp_engine *e, float *buf, size_t n, float a)
 {
-    FSDP_TRY(e->be->all_reduce(e->be, buf, n));
+    FSDP_TRY(fsdp_coll_all_reduce(e->dbe, buf, n));   /* host runs: the host collectives */
     for (size_t c = 0; c < n; ++c) buf[c] *= a;
     return FSDP_OK;
 }
@@ -87,7 +87,7 @@ fsdp_status fsdp_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what wha
     float a = global_factor(what, e->be->world, count);
     if (e->mem.device) {
 #ifdef GPU
-        FSDP_TRY(e->dbe->all_reduce(e->dbe, x, (size_t)channels));
+        FSDP_TRY(fsdp_coll_all_reduce(e->dbe, x, (size_t)channels));
         fsdp_bn_scale_gpu(x, channels, a);
         fsdp_status s = fsdp_kernels_status();
         if (s != FSDP_OK)
@@ -129,8 +129,8 @@ fsdp_status fsdp_bn_check_rolling(fsdp_engine *e, network *net)
     }
     free(tmp);
     /* Every rank takes part even after a local failure, so none waits alone. */
-    FSDP_TRY(fsdp_backend_all_ok(e->be, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
-    FSDP_TRY(e->be->min_max_u64(e->be, h, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_all_ok(e->be, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
+    FSDP_TRY(fsdp_ctl_min_max_u64(e->be, h, &lo, &hi));
     ++e->bn_rolling_checks;
     if (lo != hi) ++e->bn_rolling_differ;
     return FSDP_OK;
