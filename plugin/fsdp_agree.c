@@ -62,17 +62,17 @@ fsdp_status fsdp_agree_note_weights(fsdp_agree *a, const char *file)
     return FSDP_OK;
 }
 
-fsdp_status fsdp_agree_u64(fsdp_backend *be, uint64_t v, int *differs)
+fsdp_status fsdp_agree_u64(fsdp_ctl *be, uint64_t v, int *differs)
 {
     uint64_t lo, hi;
-    FSDP_TRY(be->min_max_u64(be, v, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_min_max_u64(be, v, &lo, &hi));
     *differs = lo != hi;
     return FSDP_OK;
 }
 
-fsdp_status fsdp_agree_loaded(fsdp_backend *be, const fsdp_agree *a)
+fsdp_status fsdp_agree_loaded(fsdp_ctl *be, const fsdp_agree *a)
 {
-    fsdp_status s = fsdp_backend_all_ok(be, a->load_error, FSDP_ERR_CONFIG, "could not use its weights file");
+    fsdp_status s = fsdp_ctl_all_ok(be, a->load_error, FSDP_ERR_CONFIG, "could not use its weights file");
     if (s != FSDP_OK) fsdp_agreed_stop();
     return s;
 }
@@ -88,10 +88,10 @@ static uint64_t prefix_at(const fsdp_agree *a, uint64_t i)
 
 /* The first option where the ranks' cfgs part: a binary search over the
  * prefix checksums (prefixes that agree up to i agree up to every j < i). */
-static fsdp_status cfg_differs(fsdp_backend *be, const fsdp_agree *a)
+static fsdp_status cfg_differs(fsdp_ctl *be, const fsdp_agree *a)
 {
     uint64_t lo, hi;
-    FSDP_TRY(be->min_max_u64(be, (uint64_t)a->n, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_min_max_u64(be, (uint64_t)a->n, &lo, &hi));
     uint64_t top = hi;   /* the first difference is below top + 1 */
     int differs;
     FSDP_TRY(fsdp_agree_u64(be, prefix_at(a, top), &differs));
@@ -113,9 +113,9 @@ static fsdp_status cfg_differs(fsdp_backend *be, const fsdp_agree *a)
     return FSDP_ERR_MISMATCH;
 }
 
-fsdp_status fsdp_agree_network(fsdp_backend *be, const fsdp_agree *a, const network *net)
+fsdp_status fsdp_agree_network(fsdp_ctl *be, const fsdp_agree *a, const network *net)
 {
-    fsdp_status s = fsdp_backend_all_ok(be, a->oom, FSDP_ERR_NOMEM, "ran out of memory reading its cfg");
+    fsdp_status s = fsdp_ctl_all_ok(be, a->oom, FSDP_ERR_NOMEM, "ran out of memory reading its cfg");
     if (s == FSDP_OK) s = cfg_differs(be, a);
     int d = 0;
     const char *file = a->file ? a->file : "(no weights file)";
@@ -139,7 +139,7 @@ fsdp_status fsdp_agree_network(fsdp_backend *be, const fsdp_agree *a, const netw
     return s;
 }
 
-fsdp_status fsdp_agree_start(fsdp_backend *be, fsdp_status local, const fsdp_agree_flag *flags, int n)
+fsdp_status fsdp_agree_start(fsdp_ctl *be, fsdp_status local, const fsdp_agree_flag *flags, int n)
 {
     /* One all-reduce of maxima: [refused, v0, ~v0, v1, ~v1, ...] gives the
      * max of each value and, through the complement, its min. */
@@ -151,7 +151,7 @@ fsdp_status fsdp_agree_start(fsdp_backend *be, fsdp_status local, const fsdp_agr
         v[1 + 2 * i] = flags[i].value;
         v[2 + 2 * i] = ~flags[i].value;
     }
-    FSDP_TRY(be->max_u64(be, v, (size_t)(1 + 2 * n)));
+    FSDP_TRY(fsdp_ctl_max_u64(be, v, (size_t)(1 + 2 * n)));
     if (v[0]) fsdp_agreed_stop();   /* every rank has this verdict */
     if (local != FSDP_OK) return local;
     if (v[0]) return fsdp_fail(FSDP_ERR_CONFIG, "rank %d: another rank refused its command line (see above)", be->rank);

@@ -10,8 +10,8 @@
  *     counters it leaves (seen, Adam's t);
  *   - a rank that could not use its weights file stops the others.
  *
- * Each check is collective over the host backend: every rank calls them in
- * the same order and every rank gets the same verdict. */
+ * Each check is collective over host control (fsdp_ctl): every rank calls
+ * them in the same order and every rank gets the same verdict. */
 #ifndef FSDP_AGREE_H
 #define FSDP_AGREE_H
 
@@ -41,11 +41,11 @@ void fsdp_agree_note_option(fsdp_agree *a, const char *file, int line, int layer
 fsdp_status fsdp_agree_note_weights(fsdp_agree *a, const char *file);
 
 /* Collective: stops every rank when any rank's weights file was refused. */
-fsdp_status fsdp_agree_loaded(fsdp_backend *be, const fsdp_agree *a);
+fsdp_status fsdp_agree_loaded(fsdp_ctl *be, const fsdp_agree *a);
 /* Collective: cfg options, weights file, seen and t.  On a difference every
  * rank prints what differs (file:line for cfg options) and gets
  * FSDP_ERR_MISMATCH. */
-fsdp_status fsdp_agree_network(fsdp_backend *be, const fsdp_agree *a, const network *net);
+fsdp_status fsdp_agree_network(fsdp_ctl *be, const fsdp_agree *a, const network *net);
 
 /* The data files on the command line: the first argument ending in .data
  * and the train list it names (`train=`), and rnn train's `-file` text:
@@ -64,12 +64,12 @@ typedef struct fsdp_agree_flag {
     const char *shown;   /* "given", "not given", the value's text */
 } fsdp_agree_flag;
 
-/* At start-up, over the host backend right after it is made, before any
+/* At start-up, over host control right after it is made, before any
  * other collective.  Stops every rank when any rank's flags were refused
  * (`local`), or when the flags differ, naming the flag on every rank. */
-fsdp_status fsdp_agree_start(fsdp_backend *be, fsdp_status local, const fsdp_agree_flag *flags, int n);
+fsdp_status fsdp_agree_start(fsdp_ctl *be, fsdp_status local, const fsdp_agree_flag *flags, int n);
 
 /* Whether every rank holds the same v; *differs set on every rank alike. */
-fsdp_status fsdp_agree_u64(fsdp_backend *be, uint64_t v, int *differs);
+fsdp_status fsdp_agree_u64(fsdp_ctl *be, uint64_t v, int *differs);
 
 #endif

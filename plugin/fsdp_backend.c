@@ -1,54 +1,161 @@
-/* fsdp_backend.c: argument checks every engine applies the same way, so a
- * caller that works on one backend works on all. */
+/* fsdp_backend.c: what every backend shares (fsdp_backend.h): argument
+ * checks applied the same way, so a caller that works on one backend works
+ * on all; the dispatch that stands in for optional operations; a lone
+ * rank's host control; the ticket ring. */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include "fsdp_backend.h"
 
-fsdp_status fsdp_backend_check_layout(const fsdp_backend *b, const float *shard,
+fsdp_status fsdp_backend_check_layout(const fsdp_coll *c, const float *shard,
                                       const float *full, size_t shard_count, int *in_place)
 {
     /* NCCL's in-place convention (shard = full + rank * shard_count); MPI's
-     * MPI_IN_PLACE differs for reduce-scatter, so engines translate. */
-    *in_place = shard_count > 0 && shard == full + (size_t)b->rank * shard_count;
+     * MPI_IN_PLACE differs for reduce-scatter, so backends translate. */
+    *in_place = shard_count > 0 && shard == full + (size_t)c->rank * shard_count;
     if (*in_place || shard_count == 0)
         return FSDP_OK;
     uintptr_t s = (uintptr_t)shard, f = (uintptr_t)full;
     uintptr_t s_end = s + shard_count * sizeof(float);
-    uintptr_t f_end = f + shard_count * (size_t)b->world * sizeof(float);
+    uintptr_t f_end = f + shard_count * (size_t)c->world * sizeof(float);
     if (s_end <= f || f_end <= s)
         return FSDP_OK;
     return fsdp_fail(FSDP_ERR_UNSUPPORTED,
                      "%s backend: shard overlaps the full buffer but is not rank %d's part of it",
-                     b->name, b->rank);
+                     c->name, c->rank);
 }
 
-fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root)
+fsdp_status fsdp_backend_check_root(const fsdp_ctl *c, int root)
 {
-    if (root >= 0 && root < b->world)
+    if (root >= 0 && root < c->world)
         return FSDP_OK;
     return fsdp_fail(FSDP_ERR_COMM, "%s backend: broadcast root %d outside world of %d",
-                     b->name, root, b->world);
+                     c->name, root, c->world);
 }
 
-fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status others, const char *what)
+void fsdp_ctl_free(fsdp_ctl *c)
+{
+    if (c) c->iface.free(c);
+}
+
+void fsdp_coll_free(fsdp_coll *c)
+{
+    if (c) c->iface.free(c);
+}
+
+fsdp_status fsdp_ctl_all_ok(fsdp_ctl *c, fsdp_status local, fsdp_status others, const char *what)
 {
     uint64_t lo, hi;
-    FSDP_TRY(b->min_max_u64(b, local != FSDP_OK, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_min_max_u64(c, local != FSDP_OK, &lo, &hi));
     if (!hi) return local;
     fsdp_agreed_stop();
     if (local != FSDP_OK) return local;
-    return fsdp_fail(others, "rank %d: another rank %s (see above)", b->rank, what);
+    return fsdp_fail(others, "rank %d: another rank %s (see above)", c->rank, what);
 }
 
-int fsdp_backend_starts_all_gather(const fsdp_backend *b)
+/* ---- the optional operations, stood in for where a backend lacks them ---- */
+
+int fsdp_coll_starts_all_gather(const fsdp_coll *c)
 {
-    return b->all_gather_start && b->wait && !b->starts_block;
+    return c->iface.all_gather_start && c->iface.wait && !c->starts_block;
 }
 
-int fsdp_backend_starts_reduce_scatter(const fsdp_backend *b)
+int fsdp_coll_starts_reduce_scatter(const fsdp_coll *c)
 {
-    return b->reduce_scatter_start && b->wait && !b->starts_block;
+    return c->iface.reduce_scatter_start && c->iface.wait && !c->starts_block;
 }
+
+fsdp_status fsdp_coll_all_gather_start(fsdp_coll *c, const float *shard, float *full, size_t n, int *ticket)
+{
+    if (c->iface.all_gather_start) return c->iface.all_gather_start(c, shard, full, n, ticket);
+    *ticket = FSDP_TICKET_DONE;
+    return c->iface.all_gather(c, shard, full, n);
+}
+
+fsdp_status fsdp_coll_reduce_scatter_start(fsdp_coll *c, const float *full, float *shard, size_t n, int *ticket)
+{
+    if (c->iface.reduce_scatter_start) return c->iface.reduce_scatter_start(c, full, shard, n, ticket);
+    *ticket = FSDP_TICKET_DONE;
+    return c->iface.reduce_scatter(c, full, shard, n);
+}
+
+fsdp_status fsdp_coll_wait(fsdp_coll *c, int ticket)
+{
+    if (ticket == FSDP_TICKET_DONE) return FSDP_OK;
+    if (c->iface.wait) return c->iface.wait(c, ticket);
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s backend: wait for ticket %d, which was never issued "
+                     "(it starts no collectives)", c->name, ticket);
+}
+
+int fsdp_coll_maps_node(const fsdp_coll *c)
+{
+    return c->iface.node_alloc && c->iface.node_sync;
+}
+
+static fsdp_status no_node(const fsdp_coll *c)
+{
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s backend: its ranks map no node memory (several machines, "
+                     "device memory, or FSDP_SHM=0)", c->name);
+}
+
+fsdp_status fsdp_coll_node_alloc(fsdp_coll *c, size_t count, float **out)
+{
+    *out = NULL;
+    return fsdp_coll_maps_node(c) ? c->iface.node_alloc(c, count, out) : no_node(c);
+}
+
+fsdp_status fsdp_coll_node_sync(fsdp_coll *c)
+{
+    return fsdp_coll_maps_node(c) ? c->iface.node_sync(c) : no_node(c);
+}
+
+/* ---- host control of a lone rank: self and null ---------------------------- */
+
+static fsdp_status lone_broadcast(fsdp_ctl *c, void *buf, size_t bytes, int root)
+{
+    return fsdp_backend_check_root(c, root);
+}
+
+static fsdp_status lone_min_max_u64(fsdp_ctl *c, uint64_t v, uint64_t *min, uint64_t *max)
+{
+    *min = *max = v;
+    return FSDP_OK;
+}
+
+static fsdp_status lone_max_u64(fsdp_ctl *c, uint64_t *v, size_t count) { return FSDP_OK; }
+static fsdp_status lone_sum_f64(fsdp_ctl *c, double *v, size_t count) { return FSDP_OK; }
+static fsdp_status lone_barrier(fsdp_ctl *c) { return FSDP_OK; }
+
+static fsdp_status lone_host_leaders(fsdp_ctl *c, int *leader)
+{
+    for (int r = 0; r < c->world; ++r) leader[r] = 0;
+    return FSDP_OK;
+}
+
+static void lone_free(fsdp_ctl *c)
+{
+    free(c);
+}
+
+fsdp_status fsdp_ctl_lone_create(const char *name, int world, fsdp_ctl **out)
+{
+    *out = NULL;
+    if (world < 1) return fsdp_fail(FSDP_ERR_CONFIG, "a world of %d ranks", world);
+    fsdp_ctl *c = malloc(sizeof *c);
+    if (!c) return fsdp_fail(FSDP_ERR_NOMEM, "%s backend: no memory", name);
+    *c = (fsdp_ctl){
+        .iface = { .broadcast = lone_broadcast, .min_max_u64 = lone_min_max_u64, .max_u64 = lone_max_u64,
+                   .sum_f64 = lone_sum_f64, .barrier = lone_barrier, .host_leaders = lone_host_leaders,
+                   .free = lone_free },
+        .name = name,
+        .rank = 0,
+        .world = world,
+    };
+    *out = c;
+    return FSDP_OK;
+}
+
+/* ---- tickets ----------------------------------------------------------------- */
 
 fsdp_status fsdp_tickets_check(const fsdp_tickets *t, const char *backend)
 {

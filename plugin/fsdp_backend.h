@@ -1,14 +1,36 @@
-/* fsdp_backend.h: one collective interface, two engines (MPI on host
- * memory, NCCL on device memory), in the style of ggml's backends: a struct
- * of function pointers plus an opaque context.
+/* fsdp_backend.h: how ranks talk, as two interfaces in the style of ggml's
+ * backends (a table of functions over an opaque context, ggml-backend-impl.h):
  *
- * Counts are in floats.  Every rank calls every collective in the same order
- * with the same counts (SPMD); a backend never decides on its own to skip one.
- * `shard` counts are per rank: a full buffer holds world * shard floats,
- * rank r's part starting at r * shard (callers pad to make sizes divisible).
- * all_gather and reduce_scatter also run in place: `shard` may be this rank's
- * own part of `full` (full + rank * shard); any other overlap is an error.
- * Collectives with a count of zero are no-ops on every rank.
+ *   fsdp_ctl   host control: rank and world, and small collectives on host
+ *              values for start-up, agreement, checks and losses (broadcast,
+ *              min/max, max, sums of doubles, barrier, which ranks share a
+ *              machine).  Implemented by MPI, and by a lone rank (self, null).
+ *   fsdp_coll  buffer collectives on float buffers in one kind of memory
+ *              (host or device): all-gather, reduce-scatter, all-reduce;
+ *              optionally started now and waited for later, and optionally
+ *              memory every rank of a node maps.  Implemented by MPI (host),
+ *              NCCL and MPI staged through host memory (device), self, null.
+ *
+ * Host control always runs on the host over MPI whatever moves the
+ * buffers, so a device backend implements buffers only, and code that
+ * agrees or checks never sees one.  Synchronized batch norm's host-run
+ * all-reduce is a buffer collective (on the host fsdp_coll), not host
+ * control: it runs every step on float data, like the gradients, and takes
+ * the same transport (shared memory on one node) and watchdog label.
+ *
+ * Call sites use the fsdp_ctl_* and fsdp_coll_* functions below, never the
+ * tables: they stand in for what a backend leaves out (a started collective
+ * becomes the blocking call, node memory a clear refusal), so a call site
+ * asks at most one question (fsdp_coll_starts_*, fsdp_coll_maps_node).
+ *
+ * Contract of both.  Counts are in floats (bytes for broadcast, elements
+ * for the host reductions).  Every rank calls every collective in the same
+ * order with the same counts (SPMD); a backend never decides on its own to
+ * skip one.  `shard` counts are per rank: a full buffer holds world * shard
+ * floats, rank r's part starting at r * shard (callers pad to make sizes
+ * divisible).  all_gather and reduce_scatter also run in place: `shard` may
+ * be this rank's own part of `full` (full + rank * shard); any other overlap
+ * is an error.  Collectives with a count of zero are no-ops on every rank.
  */
 #ifndef FSDP_BACKEND_H
 #define FSDP_BACKEND_H
@@ -19,108 +41,200 @@
 
 typedef enum { FSDP_MEM_HOST = 0, FSDP_MEM_DEVICE = 1 } fsdp_mem;
 
-typedef struct fsdp_backend fsdp_backend;
-struct fsdp_backend {
-    const char *name;   /* "mpi", "nccl", "self" */
+typedef struct fsdp_ctl fsdp_ctl;
+typedef struct fsdp_coll fsdp_coll;
+
+/* ---- host control --------------------------------------------------------- */
+
+/* Every member is required.  Host memory throughout. */
+typedef struct fsdp_ctl_i {
+    /* bytes of buf from root to every rank. */
+    fsdp_status (*broadcast)(fsdp_ctl *c, void *buf, size_t bytes, int root);
+    /* min and max of one value over ranks (agreement checks). */
+    fsdp_status (*min_max_u64)(fsdp_ctl *c, uint64_t v, uint64_t *min, uint64_t *max);
+    /* v[i] = max over ranks of v[i], in place: start-up's agreement on many
+     * values at once (minima through complements). */
+    fsdp_status (*max_u64)(fsdp_ctl *c, uint64_t *v, size_t count);
+    /* v[i] = sum over ranks of v[i], in place (losses, stats). */
+    fsdp_status (*sum_f64)(fsdp_ctl *c, double *v, size_t count);
+    fsdp_status (*barrier)(fsdp_ctl *c);
+    /* leader[r] = the lowest rank on rank r's machine, for every rank r
+     * (world ints): machines as the transport sees them, ranks that can
+     * share memory (fsdp_hosts.h). */
+    fsdp_status (*host_leaders)(fsdp_ctl *c, int *leader);
+    void (*free)(fsdp_ctl *c);
+} fsdp_ctl_i;
+
+struct fsdp_ctl {
+    fsdp_ctl_i iface;
+    const char *name;   /* "mpi", "self", "null" */
+    int rank;
+    int world;
+    void *ctx;
+};
+
+static inline fsdp_status fsdp_ctl_broadcast(fsdp_ctl *c, void *buf, size_t bytes, int root)
+{
+    return c->iface.broadcast(c, buf, bytes, root);
+}
+static inline fsdp_status fsdp_ctl_min_max_u64(fsdp_ctl *c, uint64_t v, uint64_t *min, uint64_t *max)
+{
+    return c->iface.min_max_u64(c, v, min, max);
+}
+static inline fsdp_status fsdp_ctl_max_u64(fsdp_ctl *c, uint64_t *v, size_t count)
+{
+    return c->iface.max_u64(c, v, count);
+}
+static inline fsdp_status fsdp_ctl_sum_f64(fsdp_ctl *c, double *v, size_t count)
+{
+    return c->iface.sum_f64(c, v, count);
+}
+static inline fsdp_status fsdp_ctl_barrier(fsdp_ctl *c) { return c->iface.barrier(c); }
+static inline fsdp_status fsdp_ctl_host_leaders(fsdp_ctl *c, int *leader) { return c->iface.host_leaders(c, leader); }
+/* NULL is fine. */
+void fsdp_ctl_free(fsdp_ctl *c);
+
+/* Every rank stops together: collective over c.  Returns `local` on a rank
+ * that failed; on the others `others`, with "rank R: another rank <what>"
+ * printed, when any rank failed; FSDP_OK when none did. */
+fsdp_status fsdp_ctl_all_ok(fsdp_ctl *c, fsdp_status local, fsdp_status others, const char *what);
+
+/* ---- buffer collectives --------------------------------------------------- */
+
+typedef struct fsdp_coll_i {
+    /* Required. */
+    /* full[r*shard .. (r+1)*shard) = shard of rank r, on every rank. */
+    fsdp_status (*all_gather)(fsdp_coll *c, const float *shard, float *full, size_t shard_count);
+    /* shard = sum over ranks of full[rank*shard .. (rank+1)*shard). */
+    fsdp_status (*reduce_scatter)(fsdp_coll *c, const float *full, float *shard, size_t shard_count);
+    /* buf = sum over ranks of buf, in place. */
+    fsdp_status (*all_reduce)(fsdp_coll *c, float *buf, size_t count);
+    void (*free)(fsdp_coll *c);
+    /* Optional, all three or none: start an all-gather or reduce-scatter
+     * without making the compute stream (Darknet's) wait for it, and get a
+     * ticket; wait(ticket) makes it wait.  Lets the engine gather the next
+     * group while the current one computes, and reduce one group's
+     * gradients while earlier groups run backward.  Tickets come in issue
+     * order; waiting for one also waits for every one issued before it; a
+     * start beyond FSDP_TICKETS outstanding, or a wait for a ticket never
+     * issued, is refused (fsdp_tickets below). */
+    fsdp_status (*all_gather_start)(fsdp_coll *c, const float *shard, float *full, size_t shard_count,
+                                    int *ticket);
+    fsdp_status (*reduce_scatter_start)(fsdp_coll *c, const float *full, float *shard,
+                                        size_t shard_count, int *ticket);
+    fsdp_status (*wait)(fsdp_coll *c, int ticket);
+    /* Optional, both or neither (offered where every rank maps the same
+     * node memory, as on one machine: fsdp_shm.h).  node_alloc is
+     * collective: `count` floats that every rank maps, each at its own
+     * address, living as long as the backend.  node_sync: every rank's
+     * stores to node memory before it are visible to every rank after it
+     * (a barrier). */
+    fsdp_status (*node_alloc)(fsdp_coll *c, size_t count, float **out);
+    fsdp_status (*node_sync)(fsdp_coll *c);
+} fsdp_coll_i;
+
+struct fsdp_coll {
+    fsdp_coll_i iface;
+    const char *name;   /* "mpi", "nccl", "mpi-staged", "self", "null" */
     int rank;
     int world;
     fsdp_mem mem;       /* where buffers passed to it live */
-    void *ctx;
-    /* full[r*shard .. (r+1)*shard) = shard of rank r, on every rank. */
-    fsdp_status (*all_gather)(fsdp_backend *b, const float *shard, float *full, size_t shard_count);
-    /* shard = sum over ranks of full[rank*shard .. (rank+1)*shard). */
-    fsdp_status (*reduce_scatter)(fsdp_backend *b, const float *full, float *shard, size_t shard_count);
-    /* buf = sum over ranks of buf, in place. */
-    fsdp_status (*all_reduce)(fsdp_backend *b, float *buf, size_t count);
-    /* bytes of host memory from root to every rank (setup, checks). */
-    fsdp_status (*broadcast)(fsdp_backend *b, void *buf, size_t bytes, int root);
-    /* Host-side helpers for setup checks: min and max of a value over ranks. */
-    fsdp_status (*min_max_u64)(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max);
-    /* v[i] = max over ranks of v[i], in place, host memory: start-up's
-     * agreement on many values at once (minima through complements). */
-    fsdp_status (*max_u64)(fsdp_backend *b, uint64_t *v, size_t count);
-    /* Sum of doubles over ranks, in place, host memory (losses, stats). */
-    fsdp_status (*sum_f64)(fsdp_backend *b, double *v, size_t count);
-    fsdp_status (*barrier)(fsdp_backend *b);
-    void (*destroy)(fsdp_backend *b);
-    /* Optional (NULL where collectives complete before they return, as MPI's
-     * do): start an all-gather or reduce-scatter without making Darknet's
-     * compute stream wait for it, and get a ticket; wait(ticket) makes the
-     * compute stream wait.  Lets the engine gather the next group while the
-     * current one computes, and reduce one group's gradients while earlier
-     * groups run backward.  Tickets come in issue order; waiting for one
-     * also waits for every one issued before it; a start beyond 16
-     * outstanding, or a wait for a ticket never issued, is refused. */
-    fsdp_status (*all_gather_start)(fsdp_backend *b, const float *shard, float *full, size_t shard_count,
-                                    int *ticket);
-    fsdp_status (*reduce_scatter_start)(fsdp_backend *b, const float *full, float *shard,
-                                        size_t shard_count, int *ticket);
-    fsdp_status (*wait)(fsdp_backend *b, int ticket);
-    /* The *_start calls complete before they return (shared memory, whose
+    /* Its *_start calls complete before they return (shared memory, whose
      * copies run on the calling thread): starting early overlaps nothing
      * and only holds buffers longer, so the engine calls the blocking ones. */
     int starts_block;
-    /* Optional (NULL unless every rank maps the same node memory, as on one
-     * machine: fsdp_shm.h).  node_alloc is collective: `count` floats that
-     * every rank maps, each at its own address, living as long as the
-     * backend.  node_sync: every rank's stores to node memory before it are
-     * visible to every rank after it (a barrier). */
-    fsdp_status (*node_alloc)(fsdp_backend *b, size_t count, float **out);
-    fsdp_status (*node_sync)(fsdp_backend *b);
+    void *ctx;
 };
 
-/* MPI_COMM_WORLD on host memory; MPI must be initialised.  Counts beyond
- * INT_MAX are split into chunks. */
-fsdp_status fsdp_backend_mpi_create(fsdp_backend **out);
+static inline fsdp_status fsdp_coll_all_gather(fsdp_coll *c, const float *shard, float *full, size_t n)
+{
+    return c->iface.all_gather(c, shard, full, n);
+}
+static inline fsdp_status fsdp_coll_reduce_scatter(fsdp_coll *c, const float *full, float *shard, size_t n)
+{
+    return c->iface.reduce_scatter(c, full, shard, n);
+}
+static inline fsdp_status fsdp_coll_all_reduce(fsdp_coll *c, float *buf, size_t count)
+{
+    return c->iface.all_reduce(c, buf, count);
+}
+/* NULL is fine. */
+void fsdp_coll_free(fsdp_coll *c);
+
+/* The one question per operation, for the engine and the memory planner:
+ * whether to start this backend's all-gathers (reduce-scatters) and wait
+ * for them later, holding the buffers meanwhile.  Yes where it offers
+ * start and wait and a start does not complete when called (starts_block). */
+int fsdp_coll_starts_all_gather(const fsdp_coll *c);
+int fsdp_coll_starts_reduce_scatter(const fsdp_coll *c);
+
+/* The ticket a start stands in for where the backend cannot start
+ * collectives: the blocking call ran already, and fsdp_coll_wait treats it
+ * as done. */
+#define FSDP_TICKET_DONE (-2)
+/* The backend's start, or its blocking call with *ticket = FSDP_TICKET_DONE. */
+fsdp_status fsdp_coll_all_gather_start(fsdp_coll *c, const float *shard, float *full, size_t n, int *ticket);
+fsdp_status fsdp_coll_reduce_scatter_start(fsdp_coll *c, const float *full, float *shard, size_t n, int *ticket);
+/* FSDP_OK at once for FSDP_TICKET_DONE; else the backend's wait (refused,
+ * as a ticket never issued, where it has none). */
+fsdp_status fsdp_coll_wait(fsdp_coll *c, int ticket);
+
+/* Whether it offers node memory. */
+int fsdp_coll_maps_node(const fsdp_coll *c);
+/* The backend's node_alloc and node_sync; FSDP_ERR_UNSUPPORTED, said so,
+ * where it offers none. */
+fsdp_status fsdp_coll_node_alloc(fsdp_coll *c, size_t count, float **out);
+fsdp_status fsdp_coll_node_sync(fsdp_coll *c);
+
+/* ---- the backends --------------------------------------------------------- */
+
+/* MPI_COMM_WORLD on host memory; MPI must be initialised.  Either of ctl
+ * and coll may be NULL (not wanted); the two made share one duplicate of
+ * MPI_COMM_WORLD, freed with the last of them (before MPI_Finalize).
+ * Counts beyond INT_MAX are split into chunks. */
+fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll);
 /* Largest count one MPI call carries (floats; bytes for broadcast, doubles
- * for sum_f64), clamped to [1, INT_MAX].  Default INT_MAX; tests lower it to
- * exercise chunking on small buffers.  No effect on other backends. */
-void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats);
+ * for sum_f64: the pair's control shares it), clamped to [1, INT_MAX].
+ * Default INT_MAX; tests lower it to exercise chunking on small buffers.
+ * No effect on other backends. */
+void fsdp_backend_mpi_set_chunk_limit(fsdp_coll *c, size_t floats);
 /* Whether its reduce-scatter and all-reduce take the shared-memory path
  * (fsdp_shm.h: every rank on this node, FSDP_SHM not 0); 0 for other backends. */
-int fsdp_backend_mpi_shared_memory(const fsdp_backend *b);
-/* A world of one: collectives are copies; no MPI needed. */
-fsdp_status fsdp_backend_self_create(fsdp_backend **out);
+int fsdp_backend_mpi_shared_memory(const fsdp_coll *c);
+/* A world of one: collectives are copies; no MPI needed.  Either may be NULL. */
+fsdp_status fsdp_backend_self_create(fsdp_ctl **ctl, fsdp_coll **coll);
 /* Rank 0 of a world of `world` in which nothing moves (fsdp_backend_null.c):
- * what -fsdp-plan predicts a run of that world on. */
-fsdp_status fsdp_backend_null_create(int world, fsdp_backend **out);
+ * what -fsdp-plan predicts a run of that world on.  Either may be NULL. */
+fsdp_status fsdp_backend_null_create(int world, fsdp_ctl **ctl, fsdp_coll **coll);
+/* Host control of a lone rank (self, null): rank 0 of `world`, the only one
+ * taking part, so that every operation returns what it was given (after
+ * the argument checks the others make) and every rank shares its machine. */
+fsdp_status fsdp_ctl_lone_create(const char *name, int world, fsdp_ctl **out);
 #ifdef GPU
-/* NCCL on device memory of GPU `device`, on its own stream.  Its host
- * helpers (broadcast, min/max, sums, barrier) and NCCL's unique id go
- * through `host` (an MPI backend), whose ownership it takes (destroyed with
- * it, or at once if creating fails). */
-fsdp_status fsdp_backend_nccl_create(fsdp_backend *host, int device, fsdp_backend **out);
-/* Device buffers through a host backend (MPI): each collective copies to
+/* NCCL on device memory of GPU `device`, on its own stream, for ctl's
+ * ranks; NCCL's unique id goes through ctl (used only while creating). */
+fsdp_status fsdp_backend_nccl_create(fsdp_ctl *ctl, int device, fsdp_coll **out);
+/* Device buffers through a host-memory one (MPI): each collective copies to
  * host memory, runs there and copies back, so several ranks can share one
- * GPU (NCCL refuses that).  Takes ownership of `host` (destroyed with it, or
- * at once if creating fails). */
-fsdp_status fsdp_backend_staged_create(fsdp_backend *host, fsdp_backend **out);
+ * GPU (NCCL refuses that).  Takes ownership of `host` (freed with it, or at
+ * once if creating fails). */
+fsdp_status fsdp_backend_staged_create(fsdp_coll *host, fsdp_coll **out);
 /* Size of the staged backend's host staging buffer (floats, all ranks'
  * slices together; default 2^24): longer collectives go through it in
  * chunks.  Clamped to at least one float per rank.  Tests lower it to
  * exercise chunking on small buffers.  No effect on other backends. */
-void fsdp_backend_staged_set_stage_limit(fsdp_backend *b, size_t floats);
+void fsdp_backend_staged_set_stage_limit(fsdp_coll *c, size_t floats);
 #endif
 
-/* Checks shared by the engines, so that they all refuse the same calls.
+/* ---- for the backends ----------------------------------------------------- */
+
+/* Checks shared by the backends, so that they all refuse the same calls.
  * check_layout: *in_place = 1 when shard is this rank's own part of full
  * (NCCL's in-place convention); FSDP_ERR_UNSUPPORTED for any other overlap. */
-fsdp_status fsdp_backend_check_layout(const fsdp_backend *b, const float *shard,
+fsdp_status fsdp_backend_check_layout(const fsdp_coll *c, const float *shard,
                                       const float *full, size_t shard_count, int *in_place);
 /* FSDP_ERR_COMM unless 0 <= root < world. */
-fsdp_status fsdp_backend_check_root(const fsdp_backend *b, int root);
-
-/* Every rank stops together: collective over b's host helpers.  Returns
- * `local` on a rank that failed; on the others `others`, with "rank R:
- * another rank <what>" printed, when any rank failed; FSDP_OK when none did. */
-fsdp_status fsdp_backend_all_ok(fsdp_backend *b, fsdp_status local, fsdp_status others, const char *what);
-
-/* The one question the engine asks of the optional started collectives:
- * whether to start this backend's all-gathers (reduce-scatters) and wait
- * for them later.  Yes where it offers the start and the wait and a start
- * does not complete when called (starts_block); else the blocking call. */
-int fsdp_backend_starts_all_gather(const fsdp_backend *b);
-int fsdp_backend_starts_reduce_scatter(const fsdp_backend *b);
+fsdp_status fsdp_backend_check_root(const fsdp_ctl *c, int root);
 
 /* The bookkeeping behind the started-collective contract (all_gather_start,
  * reduce_scatter_start, wait), shared by the backends that start

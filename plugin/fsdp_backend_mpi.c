@@ -1,9 +1,10 @@
-/* fsdp_backend_mpi.c: the collective interface over MPI, on host memory.
+/* fsdp_backend_mpi.c: both interfaces (fsdp_backend.h) over MPI, on host
+ * memory: host control and buffer collectives, one context between them.
  *
  * The backend talks on its own duplicate of MPI_COMM_WORLD: its error
  * handler (MPI_ERRORS_RETURN, so failures come back as a status) and its
  * messages then never touch what the rest of the process does with MPI.
- * Creating it is collective over MPI_COMM_WORLD; destroy it before
+ * Creating it is collective over MPI_COMM_WORLD; free it before
  * MPI_Finalize.
  *
  * MPI counts are ints.  Longer buffers go in chunks of at most `limit`
@@ -28,19 +29,20 @@ typedef struct {
     size_t limit; /* most elements one MPI call carries */
     MPI_Request req[FSDP_TICKETS];   /* started collectives, by ticket slot */
     fsdp_tickets tickets;
-    fsdp_shm *shm;        /* NULL: ranks on several nodes, or FSDP_SHM=0 */
+    fsdp_shm *shm;        /* NULL: ranks on several nodes, FSDP_SHM=0, or no buffer collectives */
+    int users;            /* holds on it: its control and its collectives, each until freed */
 } mpib_ctx;
 
 /* Bound on the staging buffer (floats, all ranks' slices together): chunking
  * a huge buffer then costs a fixed amount of memory, not a second copy. */
 #define MPIB_STAGE_FLOATS ((size_t)1 << 24)
 
-static MPI_Comm mpib_comm(const fsdp_backend *b)
+static MPI_Comm mpib_comm(const fsdp_coll *b)
 {
     return ((const mpib_ctx *)b->ctx)->comm;
 }
 
-static size_t mpib_limit(const fsdp_backend *b)
+static size_t mpib_limit(const fsdp_coll *b)
 {
     return ((const mpib_ctx *)b->ctx)->limit;
 }
@@ -52,10 +54,10 @@ static size_t min_size(size_t a, size_t b)
 
 /* One chunk of a staged all-gather or reduce-scatter: slice [off, off + k)
  * of every rank's shard, through `stage` (world * k floats). */
-typedef fsdp_status (*mpib_chunk_fn)(fsdp_backend *b, const float *in, float *out,
+typedef fsdp_status (*mpib_chunk_fn)(fsdp_coll *b, const float *in, float *out,
                                      size_t n, size_t off, size_t k, float *stage);
 
-static fsdp_status gather_chunk(fsdp_backend *b, const float *shard, float *full,
+static fsdp_status gather_chunk(fsdp_coll *b, const float *shard, float *full,
                                 size_t n, size_t off, size_t k, float *stage)
 {
     mpiCheck(MPI_Allgather(shard + off, (int)k, MPI_FLOAT, stage, (int)k, MPI_FLOAT,
@@ -65,7 +67,7 @@ static fsdp_status gather_chunk(fsdp_backend *b, const float *shard, float *full
     return FSDP_OK;
 }
 
-static fsdp_status scatter_chunk(fsdp_backend *b, const float *full, float *shard,
+static fsdp_status scatter_chunk(fsdp_coll *b, const float *full, float *shard,
                                  size_t n, size_t off, size_t k, float *stage)
 {
     for (int r = 0; r < b->world; r++)
@@ -75,7 +77,7 @@ static fsdp_status scatter_chunk(fsdp_backend *b, const float *full, float *shar
     return FSDP_OK;
 }
 
-static fsdp_status run_staged(fsdp_backend *b, mpib_chunk_fn chunk, const float *in,
+static fsdp_status run_staged(fsdp_coll *b, mpib_chunk_fn chunk, const float *in,
                               float *out, size_t n)
 {
     size_t c = min_size(min_size(mpib_limit(b), n), MPIB_STAGE_FLOATS / (size_t)b->world);
@@ -92,7 +94,7 @@ static fsdp_status run_staged(fsdp_backend *b, mpib_chunk_fn chunk, const float 
     return s;
 }
 
-static fsdp_status mpib_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
     int in_place;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
@@ -109,7 +111,7 @@ static fsdp_status mpib_all_gather(fsdp_backend *b, const float *shard, float *f
 }
 
 /* shard and full must not overlap. */
-static fsdp_status reduce_scatter_apart(fsdp_backend *b, const float *full, float *shard, size_t n)
+static fsdp_status reduce_scatter_apart(fsdp_coll *b, const float *full, float *shard, size_t n)
 {
     if (n > mpib_limit(b))
         return run_staged(b, scatter_chunk, full, shard, n);
@@ -117,7 +119,7 @@ static fsdp_status reduce_scatter_apart(fsdp_backend *b, const float *full, floa
     return FSDP_OK;
 }
 
-static fsdp_status mpib_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
+static fsdp_status mpib_reduce_scatter(fsdp_coll *b, const float *full, float *shard, size_t n)
 {
     int in_place;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
@@ -142,67 +144,86 @@ static fsdp_status mpib_reduce_scatter(fsdp_backend *b, const float *full, float
 }
 
 /* `op` in place over ranks of `count` elements of `type` (`size` bytes each). */
-static fsdp_status reduce_in_place(fsdp_backend *b, void *buf, size_t count,
+static fsdp_status reduce_in_place(const mpib_ctx *c, void *buf, size_t count,
                                    MPI_Datatype type, size_t size, MPI_Op op)
 {
-    size_t limit = mpib_limit(b);
-    for (size_t off = 0; off < count; off += limit) {
-        size_t k = min_size(limit, count - off);
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)k, type, op,
-                               mpib_comm(b)));
+    for (size_t off = 0; off < count; off += c->limit) {
+        size_t k = min_size(c->limit, count - off);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)k, type, op, c->comm));
     }
     return FSDP_OK;
 }
 
-static fsdp_status mpib_all_reduce(fsdp_backend *b, float *buf, size_t count)
+static fsdp_status mpib_all_reduce(fsdp_coll *b, float *buf, size_t count)
 {
-    mpib_ctx *c = b->ctx;
+    const mpib_ctx *c = b->ctx;
     if (c->shm)
         return fsdp_shm_all_reduce(c->shm, buf, count);
-    return reduce_in_place(b, buf, count, MPI_FLOAT, sizeof(float), MPI_SUM);
+    return reduce_in_place(c, buf, count, MPI_FLOAT, sizeof(float), MPI_SUM);
 }
 
-static fsdp_status mpib_sum_f64(fsdp_backend *b, double *v, size_t count)
+/* ---- host control ---------------------------------------------------------- */
+
+static MPI_Comm ctl_comm(const fsdp_ctl *h)
 {
-    return reduce_in_place(b, v, count, MPI_DOUBLE, sizeof(double), MPI_SUM);
+    return ((const mpib_ctx *)h->ctx)->comm;
 }
 
-static fsdp_status mpib_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
+static fsdp_status mpib_sum_f64(fsdp_ctl *h, double *v, size_t count)
 {
-    return reduce_in_place(b, v, count, MPI_UINT64_T, sizeof(uint64_t), MPI_MAX);
+    return reduce_in_place(h->ctx, v, count, MPI_DOUBLE, sizeof(double), MPI_SUM);
 }
 
-static fsdp_status mpib_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
+static fsdp_status mpib_max_u64(fsdp_ctl *h, uint64_t *v, size_t count)
 {
-    FSDP_TRY(fsdp_backend_check_root(b, root));
-    size_t limit = mpib_limit(b);
-    for (size_t off = 0; off < bytes; off += limit) {
-        size_t k = min_size(limit, bytes - off);
-        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, mpib_comm(b)));
+    return reduce_in_place(h->ctx, v, count, MPI_UINT64_T, sizeof(uint64_t), MPI_MAX);
+}
+
+static fsdp_status mpib_broadcast(fsdp_ctl *h, void *buf, size_t bytes, int root)
+{
+    const mpib_ctx *c = h->ctx;
+    FSDP_TRY(fsdp_backend_check_root(h, root));
+    for (size_t off = 0; off < bytes; off += c->limit) {
+        size_t k = min_size(c->limit, bytes - off);
+        mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->comm));
     }
     return FSDP_OK;
 }
 
-static fsdp_status mpib_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
+static fsdp_status mpib_min_max_u64(fsdp_ctl *h, uint64_t v, uint64_t *min, uint64_t *max)
 {
     /* min over ranks of ~v is ~(max of v): one reduction answers both. */
     uint64_t both[2] = { v, ~v };
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MIN, mpib_comm(b)));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MIN, ctl_comm(h)));
     *min = both[0];
     *max = ~both[1];
     return FSDP_OK;
 }
 
-static fsdp_status mpib_barrier(fsdp_backend *b)
+static fsdp_status mpib_barrier(fsdp_ctl *h)
 {
-    mpiCheck(MPI_Barrier(mpib_comm(b)));
+    mpiCheck(MPI_Barrier(ctl_comm(h)));
+    return FSDP_OK;
+}
+
+/* Machines as MPI sees them: the ranks that can share memory
+ * (MPI_COMM_TYPE_SHARED), each named by its lowest rank. */
+static fsdp_status mpib_host_leaders(fsdp_ctl *h, int *leaders)
+{
+    MPI_Comm comm = ctl_comm(h), node;
+    int leader = h->rank;
+    mpiCheck(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, h->rank, MPI_INFO_NULL, &node));
+    int err = MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_free(&node);
+    if (err != MPI_SUCCESS) return fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
+    mpiCheck(MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, comm));
     return FSDP_OK;
 }
 
 /* ---- started collectives: MPI's non-blocking ones, waited for later ---- */
 
 /* A request slot for the collective about to start, and its ticket. */
-static fsdp_status mpib_ticket(fsdp_backend *b, MPI_Request **req, int *ticket)
+static fsdp_status mpib_ticket(fsdp_coll *b, MPI_Request **req, int *ticket)
 {
     mpib_ctx *c = b->ctx;
     FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
@@ -213,7 +234,7 @@ static fsdp_status mpib_ticket(fsdp_backend *b, MPI_Request **req, int *ticket)
 
 /* Chunked, in-place and empty calls complete before returning (their
  * ticket's request is null); the others run as MPI's non-blocking ones. */
-static fsdp_status mpib_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n,
+static fsdp_status mpib_all_gather_start(fsdp_coll *b, const float *shard, float *full, size_t n,
                                          int *ticket)
 {
     int in_place;
@@ -227,7 +248,7 @@ static fsdp_status mpib_all_gather_start(fsdp_backend *b, const float *shard, fl
     return FSDP_OK;
 }
 
-static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard, size_t n,
+static fsdp_status mpib_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n,
                                              int *ticket)
 {
     int in_place;
@@ -241,7 +262,7 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_backend *b, const float *full,
     return FSDP_OK;
 }
 
-static fsdp_status mpib_wait(fsdp_backend *b, int ticket)
+static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
 {
     mpib_ctx *c = b->ctx;
     uint64_t upto;
@@ -251,111 +272,133 @@ static fsdp_status mpib_wait(fsdp_backend *b, int ticket)
     return FSDP_OK;
 }
 
-static void mpib_destroy(fsdp_backend *b)
-{
-    if (!b)
-        return;
-    mpib_ctx *c = b->ctx;
-    int finalized = 1;
-    MPI_Finalized(&finalized);
-    if (c)
-        fsdp_shm_close(c->shm);
-    if (c && c->comm != MPI_COMM_NULL && !finalized)
-        MPI_Comm_free(&c->comm);
-    free(c);
-    free(b);
-}
-
-static fsdp_status mpib_node_alloc(fsdp_backend *b, size_t count, float **out)
+static fsdp_status mpib_node_alloc(fsdp_coll *b, size_t count, float **out)
 {
     return fsdp_shm_region(((mpib_ctx *)b->ctx)->shm, count, out);
 }
 
-static fsdp_status mpib_node_sync(fsdp_backend *b)
+static fsdp_status mpib_node_sync(fsdp_coll *b)
 {
     return fsdp_shm_sync(((mpib_ctx *)b->ctx)->shm);
 }
 
-static const fsdp_backend mpib_ops = {
-    .name = "mpi",
-    .mem = FSDP_MEM_HOST,
-    .all_gather = mpib_all_gather,
-    .reduce_scatter = mpib_reduce_scatter,
-    .all_reduce = mpib_all_reduce,
+/* Drops one hold; the last frees the communicator and the windows
+ * (collective: every rank frees in the same order). */
+static void mpib_release(mpib_ctx *c)
+{
+    if (!c || --c->users > 0)
+        return;
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    fsdp_shm_close(c->shm);
+    if (c->comm != MPI_COMM_NULL && !finalized)
+        MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+static void mpib_ctl_free(fsdp_ctl *h)
+{
+    mpib_release(h->ctx);
+    free(h);
+}
+
+static void mpib_coll_free(fsdp_coll *b)
+{
+    mpib_release(b->ctx);
+    free(b);
+}
+
+static const fsdp_ctl_i mpib_ctl = {
     .broadcast = mpib_broadcast,
     .min_max_u64 = mpib_min_max_u64,
     .max_u64 = mpib_max_u64,
     .sum_f64 = mpib_sum_f64,
     .barrier = mpib_barrier,
-    .destroy = mpib_destroy,
+    .host_leaders = mpib_host_leaders,
+    .free = mpib_ctl_free,
+};
+
+static const fsdp_coll_i mpib_coll = {
+    .all_gather = mpib_all_gather,
+    .reduce_scatter = mpib_reduce_scatter,
+    .all_reduce = mpib_all_reduce,
+    .free = mpib_coll_free,
     .all_gather_start = mpib_all_gather_start,
     .reduce_scatter_start = mpib_reduce_scatter_start,
     .wait = mpib_wait,
 };
 
-static fsdp_status mpib_open(fsdp_backend *b)
+/* The shared-memory path only serves buffer collectives (`shm`). */
+static fsdp_status mpib_open(mpib_ctx *c, int shm, int *rank, int *world)
 {
-    mpib_ctx *c = b->ctx;
     mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &c->comm));
     mpiCheck(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN));
-    mpiCheck(MPI_Comm_rank(c->comm, &b->rank));
-    mpiCheck(MPI_Comm_size(c->comm, &b->world));
-    FSDP_TRY(fsdp_shm_open(c->comm, &c->shm));
-    b->starts_block = c->shm != NULL;
-    if (c->shm) {
-        b->node_alloc = mpib_node_alloc;
-        b->node_sync = mpib_node_sync;
-    }
+    mpiCheck(MPI_Comm_rank(c->comm, rank));
+    mpiCheck(MPI_Comm_size(c->comm, world));
+    if (shm)
+        FSDP_TRY(fsdp_shm_open(c->comm, &c->shm));
     return FSDP_OK;
 }
 
-fsdp_status fsdp_mpi_fail(int err, const char *file, int line, const char *call)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "error code %d", err);
-    return fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s: MPI error: %s", file, line, call, msg);
-}
-
-fsdp_status fsdp_backend_mpi_create(fsdp_backend **out)
+fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
 {
     int initialized = 0, finalized = 0;
-    *out = NULL;
+    if (ctl)
+        *ctl = NULL;
+    if (coll)
+        *coll = NULL;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (!initialized || finalized)
         return fsdp_fail(FSDP_ERR_COMM, "mpi backend: MPI is not initialised (or already finalised)");
-    fsdp_backend *b = malloc(sizeof *b);
     mpib_ctx *c = malloc(sizeof *c);
-    if (!b || !c) {
-        free(b);
+    fsdp_ctl *h = ctl ? malloc(sizeof *h) : NULL;
+    fsdp_coll *b = coll ? malloc(sizeof *b) : NULL;
+    if (!c || (ctl && !h) || (coll && !b)) {
         free(c);
+        free(h);
+        free(b);
         return fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory");
     }
-    *b = mpib_ops;
-    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .limit = INT_MAX };
+    /* The creator's hold, dropped at the end: the context goes with it
+     * where nothing was made. */
+    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .limit = INT_MAX, .users = 1 };
     for (int i = 0; i < FSDP_TICKETS; ++i)
         c->req[i] = MPI_REQUEST_NULL;
-    b->ctx = c;
-    fsdp_status s = mpib_open(b);
-    if (s != FSDP_OK) {
-        mpib_destroy(b);
-        return s;
+    int rank = 0, world = 0;
+    fsdp_status s = mpib_open(c, b != NULL, &rank, &world);
+    if (s == FSDP_OK && h) {
+        *h = (fsdp_ctl){ .iface = mpib_ctl, .name = "mpi", .rank = rank, .world = world, .ctx = c };
+        c->users++;
+        *ctl = h;
+    } else {
+        free(h);
     }
-    *out = b;
-    return FSDP_OK;
+    if (s == FSDP_OK && b) {
+        *b = (fsdp_coll){ .iface = mpib_coll, .name = "mpi", .rank = rank, .world = world,
+                          .mem = FSDP_MEM_HOST, .starts_block = c->shm != NULL, .ctx = c };
+        if (c->shm) {
+            b->iface.node_alloc = mpib_node_alloc;
+            b->iface.node_sync = mpib_node_sync;
+        }
+        c->users++;
+        *coll = b;
+    } else {
+        free(b);
+    }
+    mpib_release(c);
+    return s;
 }
 
-void fsdp_backend_mpi_set_chunk_limit(fsdp_backend *b, size_t floats)
+void fsdp_backend_mpi_set_chunk_limit(fsdp_coll *b, size_t floats)
 {
-    if (!b || b->destroy != mpib_destroy)
+    if (!b || b->iface.free != mpib_coll_free)
         return;
     mpib_ctx *c = b->ctx;
     c->limit = floats < 1 ? 1 : floats > INT_MAX ? (size_t)INT_MAX : floats;
 }
 
-int fsdp_backend_mpi_shared_memory(const fsdp_backend *b)
+int fsdp_backend_mpi_shared_memory(const fsdp_coll *b)
 {
-    return b && b->destroy == mpib_destroy && ((const mpib_ctx *)b->ctx)->shm != NULL;
+    return b && b->iface.free == mpib_coll_free && ((const mpib_ctx *)b->ctx)->shm != NULL;
 }

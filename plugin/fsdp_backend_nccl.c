@@ -1,5 +1,5 @@
-/* fsdp_backend_nccl.c: the collective interface (fsdp_backend.h) on NCCL,
- * for float buffers in device memory.
+/* fsdp_backend_nccl.c: the buffer collectives (fsdp_coll, fsdp_backend.h)
+ * on NCCL, for float buffers in device memory.
  *
  * Streams.  Darknet (this 2018 version has no get_cuda_stream()) launches
  * every kernel, cuBLAS and cuDNN call on the legacy default stream.  The
@@ -19,8 +19,8 @@
  * also covers every earlier one; at most FSDP_TICKETS may be
  * outstanding (started, not yet waited for) at once (fsdp_tickets).
  *
- * Host-memory helpers (broadcast, min/max, sums, barrier) go through the
- * host backend it was given (MPI), and so does NCCL's unique id.
+ * Host control is not its business: NCCL's unique id goes through the host
+ * control it is created with (MPI), which it does not keep.
  * Failures come back as a status (FSDP_ERR_CUDA, FSDP_ERR_COMM), never exit().
  */
 #ifdef GPU
@@ -41,7 +41,6 @@
 } while (0)
 
 typedef struct {
-    fsdp_backend *host;         /* owned: host helpers and the unique id */
     int device;
     ncclComm_t comm;
     cudaStream_t stream;        /* collectives run here */
@@ -79,7 +78,7 @@ static fsdp_status after(nccl_ctx *c)
  * A zero count is skipped on every rank alike (counts are equal on all
  * ranks), so the order of collectives stays the same everywhere.  NCCL's
  * in-place convention is the interface's (shard = full + rank * count). */
-static fsdp_status issue_all_gather(fsdp_backend *b, const float *shard, float *full,
+static fsdp_status issue_all_gather(fsdp_coll *b, const float *shard, float *full,
                                     size_t shard_count)
 {
     nccl_ctx *c = b->ctx;
@@ -91,7 +90,7 @@ static fsdp_status issue_all_gather(fsdp_backend *b, const float *shard, float *
     return FSDP_OK;
 }
 
-static fsdp_status issue_reduce_scatter(fsdp_backend *b, const float *full, float *shard,
+static fsdp_status issue_reduce_scatter(fsdp_coll *b, const float *full, float *shard,
                                         size_t shard_count)
 {
     nccl_ctx *c = b->ctx;
@@ -104,14 +103,14 @@ static fsdp_status issue_reduce_scatter(fsdp_backend *b, const float *full, floa
     return FSDP_OK;
 }
 
-static fsdp_status nccl_all_gather(fsdp_backend *b, const float *shard, float *full,
+static fsdp_status nccl_all_gather(fsdp_coll *b, const float *shard, float *full,
                                    size_t shard_count)
 {
     FSDP_TRY(issue_all_gather(b, shard, full, shard_count));
     return shard_count ? after(b->ctx) : FSDP_OK;
 }
 
-static fsdp_status nccl_reduce_scatter(fsdp_backend *b, const float *full, float *shard,
+static fsdp_status nccl_reduce_scatter(fsdp_coll *b, const float *full, float *shard,
                                        size_t shard_count)
 {
     FSDP_TRY(issue_reduce_scatter(b, full, shard, shard_count));
@@ -128,7 +127,7 @@ static fsdp_status ticket_issue(nccl_ctx *c, int *ticket)
     return FSDP_OK;
 }
 
-static fsdp_status nccl_all_gather_start(fsdp_backend *b, const float *shard, float *full,
+static fsdp_status nccl_all_gather_start(fsdp_coll *b, const float *shard, float *full,
                                          size_t shard_count, int *ticket)
 {
     nccl_ctx *c = b->ctx;
@@ -138,7 +137,7 @@ static fsdp_status nccl_all_gather_start(fsdp_backend *b, const float *shard, fl
     return ticket_issue(c, ticket);
 }
 
-static fsdp_status nccl_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard,
+static fsdp_status nccl_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard,
                                              size_t shard_count, int *ticket)
 {
     nccl_ctx *c = b->ctx;
@@ -150,7 +149,7 @@ static fsdp_status nccl_reduce_scatter_start(fsdp_backend *b, const float *full,
 
 /* Darknet's stream waits for the ticket's collective, and so for every one
  * started before it (the comm stream runs them in order). */
-static fsdp_status nccl_wait(fsdp_backend *b, int ticket)
+static fsdp_status nccl_wait(fsdp_coll *b, int ticket)
 {
     nccl_ctx *c = b->ctx;
     uint64_t upto;
@@ -161,7 +160,7 @@ static fsdp_status nccl_wait(fsdp_backend *b, int ticket)
     return FSDP_OK;
 }
 
-static fsdp_status nccl_all_reduce(fsdp_backend *b, float *buf, size_t count)
+static fsdp_status nccl_all_reduce(fsdp_coll *b, float *buf, size_t count)
 {
     nccl_ctx *c = b->ctx;
     if (count == 0) return FSDP_OK;
@@ -170,43 +169,8 @@ static fsdp_status nccl_all_reduce(fsdp_backend *b, float *buf, size_t count)
     return after(c);
 }
 
-/* --- host memory: the host backend's ------------------------------------- */
-
-static fsdp_status host_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
-{
-    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
-    return h->broadcast(h, buf, bytes, root);
-}
-
-static fsdp_status host_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
-{
-    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
-    return h->min_max_u64(h, v, min, max);
-}
-
-static fsdp_status host_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
-{
-    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
-    return h->max_u64(h, v, count);
-}
-
-static fsdp_status host_sum_f64(fsdp_backend *b, double *v, size_t count)
-{
-    fsdp_backend *h = ((nccl_ctx *)b->ctx)->host;
-    return h->sum_f64(h, v, count);
-}
-
-/* After a barrier, this rank's collectives have also finished on the GPU
- * (e.g. before a checkpoint is written from device buffers). */
-static fsdp_status host_barrier(fsdp_backend *b)
-{
-    nccl_ctx *c = b->ctx;
-    cudaCheck(cudaStreamSynchronize(c->stream));
-    return c->host->barrier(c->host);
-}
-
 /* Also frees a half-made backend (handles still zero are skipped). */
-static void nccl_destroy(fsdp_backend *b)
+static void nccl_free(fsdp_coll *b)
 {
     if (!b) return;
     nccl_ctx *c = b->ctx;
@@ -219,19 +183,18 @@ static void nccl_destroy(fsdp_backend *b)
         for (int i = 0; i < FSDP_TICKETS; i++)
             if (c->done[i]) cudaEventDestroy(c->done[i]);
         if (c->stream) cudaStreamDestroy(c->stream);
-        if (c->host) c->host->destroy(c->host);
         free(c);
     }
     free(b);
 }
 
-static fsdp_status nccl_init(fsdp_backend *b, nccl_ctx *c)
+static fsdp_status nccl_init(fsdp_coll *b, nccl_ctx *c, fsdp_ctl *ctl)
 {
     /* Rank 0 makes the id; its status travels with it, so that a failure
      * there stops every rank instead of leaving the others in NCCL's init. */
     struct { int ok; ncclUniqueId id; } msg = { 0 };
     if (b->rank == 0) msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
-    FSDP_TRY(c->host->broadcast(c->host, &msg, sizeof msg, 0));
+    FSDP_TRY(fsdp_ctl_broadcast(ctl, &msg, sizeof msg, 0));
     if (!msg.ok)
         return fsdp_fail(FSDP_ERR_COMM, "%s:%d: ncclGetUniqueId failed on rank 0",
                          __FILE__, __LINE__);
@@ -247,49 +210,32 @@ static fsdp_status nccl_init(fsdp_backend *b, nccl_ctx *c)
     return FSDP_OK;
 }
 
-static const fsdp_backend nccl_ops = {
-    .name = "nccl",
-    .mem = FSDP_MEM_DEVICE,
+static const fsdp_coll_i nccl_coll = {
     .all_gather = nccl_all_gather,
     .reduce_scatter = nccl_reduce_scatter,
     .all_reduce = nccl_all_reduce,
-    .broadcast = host_broadcast,
-    .min_max_u64 = host_min_max_u64,
-    .max_u64 = host_max_u64,
-    .sum_f64 = host_sum_f64,
-    .barrier = host_barrier,
-    .destroy = nccl_destroy,
+    .free = nccl_free,
     .all_gather_start = nccl_all_gather_start,
     .reduce_scatter_start = nccl_reduce_scatter_start,
     .wait = nccl_wait,
 };
 
-fsdp_status fsdp_backend_nccl_create(fsdp_backend *host, int device, fsdp_backend **out)
+fsdp_status fsdp_backend_nccl_create(fsdp_ctl *ctl, int device, fsdp_coll **out)
 {
     *out = NULL;
-    if (host->mem != FSDP_MEM_HOST) {
-        fsdp_status s = fsdp_fail(FSDP_ERR_UNSUPPORTED, "NCCL backend: its host backend (%s) must "
-                                  "work on host memory", host->name);
-        host->destroy(host);
-        return s;
-    }
-    fsdp_backend *b = malloc(sizeof *b);
+    fsdp_coll *b = malloc(sizeof *b);
     nccl_ctx *c = calloc(1, sizeof *c);
     if (!b || !c) {
         free(b);
         free(c);
-        host->destroy(host);
         return fsdp_fail(FSDP_ERR_NOMEM, "NCCL backend: out of memory");
     }
-    *b = nccl_ops;
-    b->rank = host->rank;
-    b->world = host->world;
-    b->ctx = c;
-    c->host = host;
+    *b = (fsdp_coll){ .iface = nccl_coll, .name = "nccl", .rank = ctl->rank, .world = ctl->world,
+                      .mem = FSDP_MEM_DEVICE, .ctx = c };
     c->device = device;
-    fsdp_status s = nccl_init(b, c);
+    fsdp_status s = nccl_init(b, c, ctl);
     if (s != FSDP_OK) {
-        nccl_destroy(b);
+        nccl_free(b);
         return s;
     }
     *out = b;

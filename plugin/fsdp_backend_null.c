@@ -2,10 +2,11 @@
  * predicting a run of N ranks in one process (-fsdp-plan, fsdp_planner.h).
  * Every operation is there and checks its arguments as the real backends
  * do, but leaves the buffers as they are: the prediction counts sizes, not
- * values.  Host agreement has this one participant.  Started collectives
- * complete when called (starts_block), as on one machine's shared memory,
- * and node memory is this process's own, so a cfg with shard_node_shared=1
- * is predicted as on one machine. */
+ * values.  Host control is a lone rank's (fsdp_ctl_lone_create): agreement
+ * has this one participant, and every rank shares its machine.  Started
+ * collectives complete when called (starts_block), as on one machine's
+ * shared memory, and node memory is this process's own, so a cfg with
+ * shard_node_shared=1 is predicted as on one machine. */
 #include <stdlib.h>
 #include "fsdp_backend.h"
 #include "fsdp_shm.h"
@@ -16,40 +17,25 @@ typedef struct null_ctx {
     int nregions;
 } null_ctx;
 
-static fsdp_status null_layout(fsdp_backend *b, const float *shard, const float *full, size_t n)
+static fsdp_status null_layout(fsdp_coll *b, const float *shard, const float *full, size_t n)
 {
     int in_place;
     return fsdp_backend_check_layout(b, shard, full, n, &in_place);
 }
 
-static fsdp_status null_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+static fsdp_status null_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
     return null_layout(b, shard, full, n);
 }
 
-static fsdp_status null_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
+static fsdp_status null_reduce_scatter(fsdp_coll *b, const float *full, float *shard, size_t n)
 {
     return null_layout(b, shard, full, n);
 }
 
-static fsdp_status null_all_reduce(fsdp_backend *b, float *buf, size_t count) { return FSDP_OK; }
+static fsdp_status null_all_reduce(fsdp_coll *b, float *buf, size_t count) { return FSDP_OK; }
 
-static fsdp_status null_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
-{
-    return fsdp_backend_check_root(b, root);
-}
-
-static fsdp_status null_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
-{
-    *min = *max = v;
-    return FSDP_OK;
-}
-
-static fsdp_status null_max_u64(fsdp_backend *b, uint64_t *v, size_t count) { return FSDP_OK; }
-static fsdp_status null_sum_f64(fsdp_backend *b, double *v, size_t count) { return FSDP_OK; }
-static fsdp_status null_barrier(fsdp_backend *b) { return FSDP_OK; }
-
-static fsdp_status null_start(fsdp_backend *b, const float *shard, const float *full, size_t n, int *ticket)
+static fsdp_status null_start(fsdp_coll *b, const float *shard, const float *full, size_t n, int *ticket)
 {
     null_ctx *c = b->ctx;
     FSDP_TRY(null_layout(b, shard, full, n));
@@ -58,18 +44,18 @@ static fsdp_status null_start(fsdp_backend *b, const float *shard, const float *
     return FSDP_OK;
 }
 
-static fsdp_status null_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n, int *ticket)
+static fsdp_status null_all_gather_start(fsdp_coll *b, const float *shard, float *full, size_t n, int *ticket)
 {
     return null_start(b, shard, full, n, ticket);
 }
 
-static fsdp_status null_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard, size_t n,
+static fsdp_status null_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n,
                                              int *ticket)
 {
     return null_start(b, shard, full, n, ticket);
 }
 
-static fsdp_status null_wait(fsdp_backend *b, int ticket)
+static fsdp_status null_wait(fsdp_coll *b, int ticket)
 {
     null_ctx *c = b->ctx;
     uint64_t upto;
@@ -79,7 +65,7 @@ static fsdp_status null_wait(fsdp_backend *b, int ticket)
 }
 
 /* Real memory: the engine copies this rank's parts into it. */
-static fsdp_status null_node_alloc(fsdp_backend *b, size_t count, float **out)
+static fsdp_status null_node_alloc(fsdp_coll *b, size_t count, float **out)
 {
     null_ctx *c = b->ctx;
     *out = c->nregions < FSDP_SHM_REGIONS ? calloc(count ? count : 1, sizeof(float)) : NULL;
@@ -88,9 +74,9 @@ static fsdp_status null_node_alloc(fsdp_backend *b, size_t count, float **out)
     return FSDP_OK;
 }
 
-static fsdp_status null_node_sync(fsdp_backend *b) { return FSDP_OK; }
+static fsdp_status null_node_sync(fsdp_coll *b) { return FSDP_OK; }
 
-static void null_destroy(fsdp_backend *b)
+static void null_free(fsdp_coll *b)
 {
     null_ctx *c = b->ctx;
     for (int k = 0; k < c->nregions; ++k) free(c->region[k]);
@@ -98,41 +84,49 @@ static void null_destroy(fsdp_backend *b)
     free(b);
 }
 
-static const fsdp_backend null_ops = {
+static const fsdp_coll null_coll = {
+    .iface = {
+        .all_gather = null_all_gather,
+        .reduce_scatter = null_reduce_scatter,
+        .all_reduce = null_all_reduce,
+        .free = null_free,
+        .all_gather_start = null_all_gather_start,
+        .reduce_scatter_start = null_reduce_scatter_start,
+        .wait = null_wait,
+        .node_alloc = null_node_alloc,
+        .node_sync = null_node_sync,
+    },
     .name = "null",
     .rank = 0,
     .mem = FSDP_MEM_HOST,
-    .all_gather = null_all_gather,
-    .reduce_scatter = null_reduce_scatter,
-    .all_reduce = null_all_reduce,
-    .broadcast = null_broadcast,
-    .min_max_u64 = null_min_max_u64,
-    .max_u64 = null_max_u64,
-    .sum_f64 = null_sum_f64,
-    .barrier = null_barrier,
-    .destroy = null_destroy,
-    .all_gather_start = null_all_gather_start,
-    .reduce_scatter_start = null_reduce_scatter_start,
-    .wait = null_wait,
     .starts_block = 1,
-    .node_alloc = null_node_alloc,
-    .node_sync = null_node_sync,
 };
 
-fsdp_status fsdp_backend_null_create(int world, fsdp_backend **out)
+fsdp_status fsdp_backend_null_create(int world, fsdp_ctl **ctl, fsdp_coll **coll)
 {
-    *out = NULL;
+    if (ctl) *ctl = NULL;
+    if (coll) *coll = NULL;
     if (world < 1) return fsdp_fail(FSDP_ERR_CONFIG, "a world of %d ranks", world);
-    fsdp_backend *b = malloc(sizeof *b);
-    null_ctx *c = calloc(1, sizeof *c);
-    if (!b || !c) {
-        free(b);
-        free(c);
-        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_coll *b = NULL;
+    if (coll) {
+        b = malloc(sizeof *b);
+        null_ctx *c = calloc(1, sizeof *c);
+        if (!b || !c) {
+            free(b);
+            free(c);
+            return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+        }
+        *b = null_coll;
+        b->world = world;
+        b->ctx = c;
     }
-    *b = null_ops;
-    b->world = world;
-    b->ctx = c;
-    *out = b;
+    if (ctl) {
+        fsdp_status s = fsdp_ctl_lone_create("null", world, ctl);
+        if (s != FSDP_OK) {
+            if (b) null_free(b);
+            return s;
+        }
+    }
+    if (coll) *coll = b;
     return FSDP_OK;
 }

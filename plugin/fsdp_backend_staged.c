@@ -1,7 +1,7 @@
-/* fsdp_backend_staged.c: the collective interface on device memory through
- * a host-memory backend (MPI): each collective copies its device buffers to
- * a host staging buffer, runs the host backend's collective there and
- * copies the result back.  Slower than NCCL, but several ranks may share one
+/* fsdp_backend_staged.c: buffer collectives (fsdp_coll) on device memory
+ * through host-memory ones (MPI): each collective copies its device buffers
+ * to a host staging buffer, runs the host collective there and copies the
+ * result back.  Slower than NCCL, but several ranks may share one
  * GPU (NCCL refuses that), so multi-rank GPU runs work on a one-GPU machine.
  *
  * Ordering.  The copies are cudaMemcpy calls on the legacy default stream,
@@ -15,8 +15,7 @@
  * floats, all ranks' slices together); longer collectives go through it in
  * chunks: chunk [off, off + k) of every rank's shard at a time.
  *
- * broadcast, min_max_u64, max_u64, sum_f64 and barrier take host memory and
- * go to the host backend unchanged; rank and world are its.
+ * Rank and world are the host collectives'.
  */
 #ifdef GPU
 
@@ -28,7 +27,7 @@
 #define STAGE_FLOATS_DEFAULT ((size_t)1 << 24)
 
 typedef struct {
-    fsdp_backend *host;
+    fsdp_coll *host;  /* owned */
     size_t limit;    /* floats of staging one chunk may use, all ranks together */
     float *stage;
     size_t cap;      /* floats allocated at stage */
@@ -75,14 +74,14 @@ static fsdp_status stage_reserve(staged_ctx *c, size_t floats)
 
 /* Floats of every rank's shard that one chunk of an all-gather or
  * reduce-scatter carries. */
-static size_t slice(const fsdp_backend *b, size_t n)
+static size_t slice(const fsdp_coll *b, size_t n)
 {
     const staged_ctx *c = b->ctx;
     size_t k = c->limit / (size_t)b->world;
     return min_size(k ? k : 1, n);
 }
 
-static fsdp_status staged_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+static fsdp_status staged_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
     staged_ctx *c = b->ctx;
     int in_place;
@@ -95,7 +94,7 @@ static fsdp_status staged_all_gather(fsdp_backend *b, const float *shard, float 
         size_t kk = min_size(k, n - off), bytes = kk * sizeof(float);
         float *mine = c->stage + (size_t)b->rank * kk;
         cudaCheck(cudaMemcpy(mine, shard + off, bytes, cudaMemcpyDeviceToHost));
-        FSDP_TRY(c->host->all_gather(c->host, mine, c->stage, kk));
+        FSDP_TRY(fsdp_coll_all_gather(c->host, mine, c->stage, kk));
         for (int r = 0; r < b->world; r++)
             if (!(in_place && r == b->rank)) /* in place, this part holds it already */
                 cudaCheck(cudaMemcpy(full + (size_t)r * n + off, c->stage + (size_t)r * kk,
@@ -106,7 +105,7 @@ static fsdp_status staged_all_gather(fsdp_backend *b, const float *shard, float 
 
 /* In place (shard inside full) is safe chunk by chunk: a chunk's input is
  * all on the host before its result goes back, and chunks do not overlap. */
-static fsdp_status staged_reduce_scatter(fsdp_backend *b, const float *full, float *shard,
+static fsdp_status staged_reduce_scatter(fsdp_coll *b, const float *full, float *shard,
                                          size_t n)
 {
     staged_ctx *c = b->ctx;
@@ -124,13 +123,13 @@ static fsdp_status staged_reduce_scatter(fsdp_backend *b, const float *full, flo
         for (size_t r = 0; r < w; r++)
             cudaCheck(cudaMemcpy(c->stage + r * kk, full + r * n + off, bytes,
                                  cudaMemcpyDeviceToHost));
-        FSDP_TRY(c->host->reduce_scatter(c->host, c->stage, out, kk));
+        FSDP_TRY(fsdp_coll_reduce_scatter(c->host, c->stage, out, kk));
         cudaCheck(cudaMemcpy(shard + off, out, bytes, cudaMemcpyHostToDevice));
     }
     return FSDP_OK;
 }
 
-static fsdp_status staged_all_reduce(fsdp_backend *b, float *buf, size_t count)
+static fsdp_status staged_all_reduce(fsdp_coll *b, float *buf, size_t count)
 {
     staged_ctx *c = b->ctx;
     if (count == 0)
@@ -140,59 +139,26 @@ static fsdp_status staged_all_reduce(fsdp_backend *b, float *buf, size_t count)
     for (size_t off = 0; off < count; off += k) {
         size_t kk = min_size(k, count - off), bytes = kk * sizeof(float);
         cudaCheck(cudaMemcpy(c->stage, buf + off, bytes, cudaMemcpyDeviceToHost));
-        FSDP_TRY(c->host->all_reduce(c->host, c->stage, kk));
+        FSDP_TRY(fsdp_coll_all_reduce(c->host, c->stage, kk));
         cudaCheck(cudaMemcpy(buf + off, c->stage, bytes, cudaMemcpyHostToDevice));
     }
     return FSDP_OK;
 }
 
-/* --- host memory: the host backend's own calls ----------------------------- */
-
-static fsdp_backend *host_of(fsdp_backend *b)
-{
-    return ((staged_ctx *)b->ctx)->host;
-}
-
-static fsdp_status staged_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
-{
-    return host_of(b)->broadcast(host_of(b), buf, bytes, root);
-}
-
-static fsdp_status staged_min_max_u64(fsdp_backend *b, uint64_t v, uint64_t *min, uint64_t *max)
-{
-    return host_of(b)->min_max_u64(host_of(b), v, min, max);
-}
-
-static fsdp_status staged_max_u64(fsdp_backend *b, uint64_t *v, size_t count)
-{
-    return host_of(b)->max_u64(host_of(b), v, count);
-}
-
-static fsdp_status staged_sum_f64(fsdp_backend *b, double *v, size_t count)
-{
-    return host_of(b)->sum_f64(host_of(b), v, count);
-}
-
-static fsdp_status staged_barrier(fsdp_backend *b)
-{
-    return host_of(b)->barrier(host_of(b));
-}
-
-static void staged_destroy(fsdp_backend *b)
+static void staged_free(fsdp_coll *b)
 {
     if (!b)
         return;
     staged_ctx *c = b->ctx;
     if (c) {
         stage_release(c);
-        if (c->host)
-            c->host->destroy(c->host);
+        fsdp_coll_free(c->host);
         free(c);
     }
     free(b);
 }
 
-fsdp_status fsdp_backend_staged_create(fsdp_backend *host, fsdp_backend **out)
+fsdp_status fsdp_backend_staged_create(fsdp_coll *host, fsdp_coll **out)
 {
     *out = NULL;
     if (!host)
@@ -201,42 +167,39 @@ fsdp_status fsdp_backend_staged_create(fsdp_backend *host, fsdp_backend **out)
         fsdp_status s = fsdp_fail(FSDP_ERR_UNSUPPORTED, "mpi-staged backend: %s backend "
                                   "takes device memory; staging needs a host-memory backend",
                                   host->name);
-        host->destroy(host);
+        fsdp_coll_free(host);
         return s;
     }
-    fsdp_backend *b = calloc(1, sizeof *b);
+    fsdp_coll *b = calloc(1, sizeof *b);
     staged_ctx *c = calloc(1, sizeof *c);
     if (!b || !c) {
         free(b);
         free(c);
-        host->destroy(host);
+        fsdp_coll_free(host);
         return fsdp_fail(FSDP_ERR_NOMEM, "mpi-staged backend: out of memory");
     }
     c->host = host;
     c->limit = STAGE_FLOATS_DEFAULT;
-    *b = (fsdp_backend){
+    *b = (fsdp_coll){
+        .iface = {
+            .all_gather = staged_all_gather,
+            .reduce_scatter = staged_reduce_scatter,
+            .all_reduce = staged_all_reduce,
+            .free = staged_free,
+        },
         .name = "mpi-staged",
         .rank = host->rank,
         .world = host->world,
         .mem = FSDP_MEM_DEVICE,
         .ctx = c,
-        .all_gather = staged_all_gather,
-        .reduce_scatter = staged_reduce_scatter,
-        .all_reduce = staged_all_reduce,
-        .broadcast = staged_broadcast,
-        .min_max_u64 = staged_min_max_u64,
-        .max_u64 = staged_max_u64,
-        .sum_f64 = staged_sum_f64,
-        .barrier = staged_barrier,
-        .destroy = staged_destroy,
     };
     *out = b;
     return FSDP_OK;
 }
 
-void fsdp_backend_staged_set_stage_limit(fsdp_backend *b, size_t floats)
+void fsdp_backend_staged_set_stage_limit(fsdp_coll *b, size_t floats)
 {
-    if (!b || b->destroy != staged_destroy)
+    if (!b || b->iface.free != staged_free)
         return;
     staged_ctx *c = b->ctx;
     c->limit = floats < (size_t)b->world ? (size_t)b->world : floats;

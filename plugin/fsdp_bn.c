@@ -27,7 +27,7 @@ static float global_factor(dn_bn_what what, int world, int count)
 /* buf[0 .. n) = a * (its sum over ranks), host memory. */
 static fsdp_status reduce_host(fsdp_bn *bn, float *buf, size_t n, float a)
 {
-    FSDP_TRY(bn->be->all_reduce(bn->be, buf, n));
+    FSDP_TRY(fsdp_coll_all_reduce(bn->coll, buf, n));   /* host runs: the host collectives */
     for (size_t c = 0; c < n; ++c) buf[c] *= a;
     return FSDP_OK;
 }
@@ -41,7 +41,7 @@ static fsdp_status host_sync(fsdp_bn *bn, int layer, dn_bn_what what, float *x, 
         /* Not Darknet's order: the waiting mean_delta goes alone first. */
         float *p = bn->pending;
         bn->pending = NULL;
-        FSDP_TRY(reduce_host(bn, p, (size_t)bn->pending_channels, (float)(1.0 / bn->be->world)));
+        FSDP_TRY(reduce_host(bn, p, (size_t)bn->pending_channels, (float)(1.0 / bn->ctl->world)));
     }
     if (what == DN_BN_MEAN_DELTA) {
         bn->pending = x;
@@ -71,12 +71,12 @@ static fsdp_status host_sync(fsdp_bn *bn, int layer, dn_bn_what what, float *x, 
     return FSDP_OK;
 }
 
-fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_backend *be, fsdp_backend *dbe,
+fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_ctl *ctl, fsdp_coll *coll,
                            const fsdp_mem_ctx *mem, const fsdp_layout_plan *plan)
 {
     bn->net = net;
-    bn->be = be;
-    bn->dbe = dbe;
+    bn->ctl = ctl;
+    bn->coll = coll;
     bn->mem = mem;
     bn->plan = plan;
     free(bn->group_bytes);
@@ -93,7 +93,7 @@ void fsdp_bn_free(fsdp_bn *bn)
 fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
     /* net is Darknet's by-value copy: the layers array names the network. */
-    if (!bn->net || net->layers != bn->net->layers || !net->train || bn->be->world == 1 || channels <= 0)
+    if (!bn->net || net->layers != bn->net->layers || !net->train || bn->ctl->world == 1 || channels <= 0)
         return FSDP_OK;
     if (count < 2)
         /* Darknet divides this rank's variance by count - 1 = 0: nothing
@@ -101,9 +101,9 @@ fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, 
         return fsdp_fail(FSDP_ERR_CONFIG, "layer %d: synchronized batch norm needs at least 2 values per "
                          "channel on each rank (batch x height x width is %d); raise batch, or set "
                          "sync_bn=0 in [net]", layer, count);
-    float a = global_factor(what, bn->be->world, count);
+    float a = global_factor(what, bn->ctl->world, count);
     if (bn->mem->device) {
-        FSDP_TRY(bn->dbe->all_reduce(bn->dbe, x, (size_t)channels));
+        FSDP_TRY(fsdp_coll_all_reduce(bn->coll, x, (size_t)channels));
         fsdp_status s = fsdp_mem_scale(bn->mem, x, channels, a);
         if (s != FSDP_OK)
             return fsdp_fail(s, "layer %d: synchronized batch norm (%s)", layer, what_str(what));
@@ -142,8 +142,8 @@ fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net)
     }
     free(tmp);
     /* Every rank takes part even after a local failure, so none waits alone. */
-    FSDP_TRY(fsdp_backend_all_ok(bn->be, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
-    FSDP_TRY(bn->be->min_max_u64(bn->be, h, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_all_ok(bn->ctl, s, FSDP_ERR_COMM, "could not read its rolling statistics"));
+    FSDP_TRY(fsdp_ctl_min_max_u64(bn->ctl, h, &lo, &hi));
     ++bn->rolling_checks;
     if (lo != hi) ++bn->rolling_differ;
     return FSDP_OK;

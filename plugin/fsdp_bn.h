@@ -30,8 +30,8 @@
 
 typedef struct fsdp_bn {
     const network *net;         /* the sharded network; NULL until attached */
-    fsdp_backend *be;           /* host all-reduces, checks */
-    fsdp_backend *dbe;          /* device all-reduces (GPU runs) */
+    fsdp_ctl *ctl;              /* checks across ranks */
+    fsdp_coll *coll;            /* the all-reduces: the host's on host runs, the device's on GPU runs */
     const fsdp_mem_ctx *mem;    /* where the network computes */
     const fsdp_layout_plan *plan;   /* which group each layer's bytes count in */
     uint64_t bytes;             /* all-reduced, in all */
@@ -42,7 +42,7 @@ typedef struct fsdp_bn {
 } fsdp_bn;
 
 /* Once the engine has built the network: what synchronizing needs. */
-fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_backend *be, fsdp_backend *dbe,
+fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_ctl *ctl, fsdp_coll *coll,
                            const fsdp_mem_ctx *mem, const fsdp_layout_plan *plan);
 void fsdp_bn_free(fsdp_bn *bn);
 

@@ -132,8 +132,8 @@ static fsdp_status weights_identity(fsdp_engine *e, const char *weights, uint64_
         id[2] = run_id;
     }
     /* Rank 0 failing must not leave the others in the broadcast. */
-    FSDP_TRY(fsdp_backend_all_ok(e->be, s, FSDP_ERR_IO, "could not read back the weights file it saved"));
-    FSDP_TRY(e->be->broadcast(e->be, id, 3 * sizeof(uint64_t), 0));
+    FSDP_TRY(fsdp_ctl_all_ok(e->be, s, FSDP_ERR_IO, "could not read back the weights file it saved"));
+    FSDP_TRY(fsdp_ctl_broadcast(e->be, id, 3 * sizeof(uint64_t), 0));
     run_id = id[2];
     return FSDP_OK;
 }
@@ -452,7 +452,7 @@ static fsdp_status agree_files(fsdp_engine *e, const ckpt_header *h, const char 
     const char *what[4] = { "run", "step", "optimizer step", "world size" };
     for (int i = 0; i < 4; ++i) {
         uint64_t lo, hi;
-        FSDP_TRY(e->be->min_max_u64(e->be, v[i], &lo, &hi));
+        FSDP_TRY(fsdp_ctl_min_max_u64(e->be, v[i], &lo, &hi));
         if (lo != hi) {
             fsdp_agreed_stop();
             return fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks' checkpoint files come from different %ss "
@@ -488,7 +488,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     char *path = strdup(named);
     for (int r = 0; files && r < world; ++r) in_close(&files[r]);
     free(files);
-    s = fsdp_backend_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
+    s = fsdp_ctl_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
     if (s == FSDP_OK) s = agree_files(e, &h, path ? path : "-fsdp-resume");
     if (s == FSDP_OK) {
         *net->t = h.t;

@@ -10,11 +10,11 @@
 static fsdp_status finish_reduce(fsdp_engine *e);
 
 
-fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be)
+fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_ctl *be, fsdp_coll *dbe)
 {
     memset(e, 0, sizeof *e);
     e->be = be;
-    e->dbe = be;
+    e->dbe = dbe;
     e->mem.align = 1;
     fsdp_cfg_init(&e->cfg);
     return FSDP_OK;
@@ -89,8 +89,8 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
 static fsdp_status agree(fsdp_engine *e, fsdp_status local, uint64_t hash)
 {
     uint64_t lo, hi;
-    FSDP_TRY(fsdp_backend_all_ok(e->be, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
-    FSDP_TRY(e->be->min_max_u64(e->be, hash, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_all_ok(e->be, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
+    FSDP_TRY(fsdp_ctl_min_max_u64(e->be, hash, &lo, &hi));
     if (lo != hi)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s: rank %d: the ranks were given different networks "
                          "(layers, frozen flags, groups or shard keys differ); every rank needs the same cfg",
@@ -107,7 +107,7 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     int ntt = 0, ntf = 0, cap = 0;
     /* One group's layers whole at a time, from every rank's slices. */
     for (int k = 0; k < g->info->nlayers; ++k)
-        FSDP_TRY(fsdp_stage_take_back(&e->stage, e->be, net, g->info->layers[k]));
+        FSDP_TRY(fsdp_stage_take_back(&e->stage, net, g->info->layers[k]));
     for (int k = 0; k < g->info->nlayers; ++k) {
         int i = g->info->layers[k];
         fsdp_tensor t[FSDP_MAX_TENSORS];
@@ -146,7 +146,7 @@ const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
     return e->cfg.strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
            : e->be->world == 1 ? "a world of one gathers nothing"
            : e->mem.device ? "GPU runs keep parameters in device memory"
-           : !e->dbe->node_alloc ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
+           : !fsdp_coll_maps_node(e->dbe) ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
            : NULL;
 }
 
@@ -171,9 +171,9 @@ static fsdp_status share_node(fsdp_engine *e)
     if (!terms) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     e->node.terms = terms;   /* owned from here on, freed with the network */
     float *base, *slots = NULL;
-    FSDP_TRY(e->dbe->node_alloc(e->dbe, total, &base));
+    FSDP_TRY(fsdp_coll_node_alloc(e->dbe, total, &base));
     /* Nothing trains (a frozen model under inference): no gradient slots. */
-    if (slot) FSDP_TRY(e->dbe->node_alloc(e->dbe, slot * (size_t)e->be->world, &slots));
+    if (slot) FSDP_TRY(fsdp_coll_node_alloc(e->dbe, slot * (size_t)e->be->world, &slots));
     size_t at = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
@@ -198,7 +198,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (e->mem.device && e->be->world > 1 && (!e->dbe || e->dbe->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
                          "(NCCL, or -fsdp-backend mpi)", e->be->world);
-    if (!e->mem.device && e->dbe != e->be)
+    if (!e->mem.device && e->dbe->mem != FSDP_MEM_HOST)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
     fsdp_status local = e->cfg.error;
@@ -211,7 +211,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->ngroups = e->plan.ngroups;
     fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
-                            e->cfg.prefetch && fsdp_backend_starts_all_gather(e->dbe) };
+                            e->cfg.prefetch && fsdp_coll_starts_all_gather(e->dbe) };
     FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
     /* A staged build gathers every layer from the same slices on every rank. */
     e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled, &e->node };
@@ -305,7 +305,7 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
          * layer of the group computes again in this step. */
-        if (e->be->world > 1) FSDP_TRY(e->dbe->all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
+        if (e->be->world > 1) FSDP_TRY(fsdp_coll_all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
         e->tally.group[k].ag_bytes += f->nfull * sizeof(float);
         e->tally.ag += f->nfull * sizeof(float);
     }
@@ -478,7 +478,7 @@ fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
     e->tally.faults_last_step = (uint64_t)ru.ru_minflt;
     if (e->be->world == 1) return FSDP_OK;
     double v = *loss;
-    FSDP_TRY(e->be->sum_f64(e->be, &v, 1));
+    FSDP_TRY(fsdp_ctl_sum_f64(e->be, &v, 1));
     *loss = (float)(v / e->be->world);
     return FSDP_OK;
 }

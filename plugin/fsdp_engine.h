@@ -43,8 +43,8 @@ typedef struct fsdp_group {
  * in `tally`.  Run options belong to the entry point, batch norm's state
  * to fsdp_bn.h, the prediction to fsdp_memplan.h. */
 typedef struct fsdp_engine {
-    fsdp_backend *be;        /* host collectives: setup, checks, losses */
-    fsdp_backend *dbe;       /* collectives on parameter buffers: be, or NCCL / staged on GPU runs */
+    fsdp_ctl *be;            /* host control: setup, checks, losses */
+    fsdp_coll *dbe;          /* buffer collectives: the host's (MPI, self) on host runs, NCCL / staged on GPU runs */
     fsdp_mem_ctx mem;        /* where parameter buffers live */
     fsdp_flat_ctx flat;      /* what the flats see of the engine: mem, be, dbe */
     fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
@@ -67,7 +67,7 @@ typedef struct fsdp_engine {
     fsdp_tally tally;
 } fsdp_engine;
 
-fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_backend *be);
+fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_ctl *be, fsdp_coll *dbe);
 void fsdp_engine_free(fsdp_engine *e);
 
 /* Hook bodies (plugin_main.c adapts them to dn_hooks). */

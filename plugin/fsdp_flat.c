@@ -110,7 +110,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
     /* Rank 0's values for every rank (ranks may have initialised differently),
      * broadcast in Darknet's own host arrays: no second copy of the model. */
     for (int k = 0; k < nt && !c->values_agreed; ++k) {
-        FSDP_TRY(c->be->broadcast(c->be, *t[k].data, t[k].count * sizeof(float), 0));
+        FSDP_TRY(fsdp_ctl_broadcast(c->be, *t[k].data, t[k].count * sizeof(float), 0));
         f->bcast_bytes += t[k].count * sizeof(float);
     }
     if (kind.sharded) {
@@ -146,7 +146,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
 void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     /* Nothing may still be writing into a buffer about to be freed. */
-    if (f->state == FSDP_FLAT_GATHERING) c->dbe->wait(c->dbe, f->gather_ticket);
+    if (f->state == FSDP_FLAT_GATHERING) fsdp_coll_wait(c->dbe, f->gather_ticket);
     fsdp_flat_reduce_wait(c, f);
     if (f->nt) {
         point(f, NULL);
@@ -203,13 +203,13 @@ void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f)
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
-    if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !fsdp_backend_starts_all_gather(c->dbe) ||
+    if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !fsdp_coll_starts_all_gather(c->dbe) ||
         f->in_node)
         return FSDP_OK;
     f->pending = fsdp_mem_take(c->mem, f->nfull, 0);
     if (!f->pending) return FSDP_ERR_NOMEM;
     f->state = FSDP_FLAT_GATHERING;
-    return c->dbe->all_gather_start(c->dbe, f->own, f->pending, f->shard, &f->gather_ticket);
+    return fsdp_coll_all_gather_start(c->dbe, f->own, f->pending, f->shard, &f->gather_ticket);
 }
 
 fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes)
@@ -217,7 +217,7 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     *bytes = 0;
     if (!f->nt || f->state == FSDP_FLAT_GATHERED) return FSDP_OK;
     if (f->state == FSDP_FLAT_GATHERING) {
-        FSDP_TRY(c->dbe->wait(c->dbe, f->gather_ticket));
+        FSDP_TRY(fsdp_coll_wait(c->dbe, f->gather_ticket));
         f->full = f->pending;
         f->pending = NULL;
     } else if (c->be->world == 1) {
@@ -231,7 +231,7 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     } else {
         f->full = fsdp_mem_take(c->mem, f->nfull, 0);
         if (!f->full) return FSDP_ERR_NOMEM;
-        FSDP_TRY(c->dbe->all_gather(c->dbe, f->own, f->full, f->shard));
+        FSDP_TRY(fsdp_coll_all_gather(c->dbe, f->own, f->full, f->shard));
     }
     f->state = FSDP_FLAT_GATHERED;
     *bytes = f->nfull * sizeof(float);
@@ -305,7 +305,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     if (f->kind.whole) {
         /* `none`: every rank needs the whole sum. */
         *ar = f->count * sizeof(float);
-        return c->dbe->all_reduce(c->dbe, f->gown, f->count);
+        return fsdp_coll_all_reduce(c->dbe, f->gown, f->count);
     }
     *rs = f->nfull * sizeof(float);
     float *full = f->gown;
@@ -314,14 +314,14 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
         fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
     }
-    if (fsdp_backend_starts_reduce_scatter(c->dbe)) {
+    if (fsdp_coll_starts_reduce_scatter(c->dbe)) {
         /* Overlaps the backward of the groups below; the full gradient
          * lives until fsdp_flat_reduce_wait. */
         f->rs_source = full;
         f->grad_state = FSDP_GRAD_REDUCING;
-        return c->dbe->reduce_scatter_start(c->dbe, full, f->gown, f->shard, &f->rs_ticket);
+        return fsdp_coll_reduce_scatter_start(c->dbe, full, f->gown, f->shard, &f->rs_ticket);
     }
-    fsdp_status s = c->dbe->reduce_scatter(c->dbe, full, f->gown, f->shard);
+    fsdp_status s = fsdp_coll_reduce_scatter(c->dbe, full, f->gown, f->shard);
     fsdp_mem_give(c->mem, full);
     return s;
 }
@@ -329,7 +329,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
 fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (f->grad_state != FSDP_GRAD_REDUCING) return FSDP_OK;
-    fsdp_status s = c->dbe->wait(c->dbe, f->rs_ticket);
+    fsdp_status s = fsdp_coll_wait(c->dbe, f->rs_ticket);
     fsdp_mem_give(c->mem, f->rs_source);
     f->rs_source = NULL;
     f->grad_state = FSDP_GRAD_REDUCED;
@@ -338,7 +338,7 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
 
 fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
 {
-    FSDP_TRY(c->dbe->node_sync(c->dbe));
+    FSDP_TRY(fsdp_coll_node_sync(c->dbe));
     /* Every rank's writes before the sync are everyone's now, whichever
      * sync it was: the update's own sync after the last group leaves the
      * next forward nothing to sync. */

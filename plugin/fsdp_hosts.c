@@ -2,19 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "fsdp_hosts.h"
-#include "fsdp_mpi.h"
 
 /* Open MPI 4's defaults for the control connections' keepalive. */
 #define KEEPALIVE_TIME_S 300
 #define KEEPALIVE_INTVL_S 20
 #define KEEPALIVE_PROBES 9
-
-static fsdp_status alone(fsdp_hosts *h)
-{
-    h->world = h->nhosts = 1;
-    h->host_of = calloc(1, sizeof *h->host_of);
-    return h->host_of ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-}
 
 /* leader[r]: the lowest rank on rank r's machine; machines numbered in
  * order of their leaders. */
@@ -25,33 +17,19 @@ static void number_hosts(fsdp_hosts *h, const int *leader)
         h->host_of[r] = leader[r] == r ? h->nhosts++ : h->host_of[leader[r]];
 }
 
-fsdp_status fsdp_hosts_find(int mpi_started, fsdp_hosts *h)
+fsdp_status fsdp_hosts_find(fsdp_ctl *ctl, fsdp_hosts *h)
 {
-    *h = (fsdp_hosts){ 0 };
-    if (!mpi_started) return alone(h);
-    int rank, leader;
-    MPI_Comm node;
-    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &h->world));
-    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-    leader = rank;
-    int err = MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
-    MPI_Comm_free(&node);
-    if (err != MPI_SUCCESS) return fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
+    *h = (fsdp_hosts){ .world = ctl->world };
     int *leaders = malloc((size_t)h->world * sizeof *leaders);
     h->host_of = malloc((size_t)h->world * sizeof *h->host_of);
     /* Every rank takes part whatever its malloc did, then all fail alike. */
-    int ok = leaders && h->host_of;
-    err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (err == MPI_SUCCESS && ok) err = MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, MPI_COMM_WORLD);
-    if (err == MPI_SUCCESS && ok) number_hosts(h, leaders);
+    fsdp_status s = leaders && h->host_of ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    s = fsdp_ctl_all_ok(ctl, s, FSDP_ERR_NOMEM, "ran out of memory");
+    if (s == FSDP_OK) s = fsdp_ctl_host_leaders(ctl, leaders);
+    if (s == FSDP_OK) number_hosts(h, leaders);
     free(leaders);
-    if (err != MPI_SUCCESS || !ok) {
-        fsdp_hosts_free(h);
-        return err != MPI_SUCCESS ? fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allgather")
-                                  : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    }
-    return FSDP_OK;
+    if (s != FSDP_OK) fsdp_hosts_free(h);
+    return s;
 }
 
 void fsdp_hosts_free(fsdp_hosts *h)
@@ -64,6 +42,13 @@ int fsdp_hosts_others(const fsdp_hosts *h, int r)
 {
     int n = 0;
     for (int q = 0; q < h->world; ++q) n += h->host_of[q] != h->host_of[r];
+    return n;
+}
+
+int fsdp_hosts_local_rank(const fsdp_hosts *h, int r)
+{
+    int n = 0;
+    for (int q = 0; q < r; ++q) n += h->host_of[q] == h->host_of[r];
     return n;
 }
 

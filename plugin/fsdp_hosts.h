@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "fsdp.h"
+#include "fsdp_backend.h"
 
 typedef struct fsdp_hosts {
     int world;
@@ -13,13 +14,15 @@ typedef struct fsdp_hosts {
     int *host_of;   /* per rank: its machine, numbered in order of each machine's lowest rank */
 } fsdp_hosts;
 
-/* Collective over MPI_COMM_WORLD where MPI runs (mpi_started); a world of
- * one process otherwise.  Machines as MPI tells them (ranks that can share
- * memory: MPI_COMM_TYPE_SHARED). */
-fsdp_status fsdp_hosts_find(int mpi_started, fsdp_hosts *h);
+/* Collective over ctl: machines as its transport tells them (under MPI,
+ * ranks that can share memory: MPI_COMM_TYPE_SHARED). */
+fsdp_status fsdp_hosts_find(fsdp_ctl *ctl, fsdp_hosts *h);
 void fsdp_hosts_free(fsdp_hosts *h);
 /* How many ranks are on other machines than rank r. */
 int fsdp_hosts_others(const fsdp_hosts *h, int r);
+/* Rank r's place among the ranks of its machine, in rank order (which GPU
+ * of the machine it takes). */
+int fsdp_hosts_local_rank(const fsdp_hosts *h, int r);
 /* Bytes rank r's collectives carry to ranks on other machines, as if each
  * rank sent its part straight to every rank that needs it: an all-gather
  * or reduce-scatter of a full buffer of B bytes sends B / world to each

@@ -21,7 +21,7 @@ size_t fsdp_memplan_resident(void)
 void gemm(int TA, int TB, int M, int N, int K, float ALPHA, float *A, int lda, float *B, int ldb,
           float BETA, float *C, int ldc);
 
-fsdp_status fsdp_memplan_warm_up(fsdp_backend *be)
+fsdp_status fsdp_memplan_warm_up(fsdp_coll *be)
 {
     /* 512: past one of OpenBLAS's packing blocks in each dimension, a few
      * milliseconds of work. */
@@ -33,8 +33,8 @@ fsdp_status fsdp_memplan_warm_up(fsdp_backend *be)
     gemm(0, 0, N, N, N, 1, a, N, a + N * N, N, 1, a + 2 * N * N, N);
     fsdp_status s = FSDP_OK;
     if (be && world > 1) {
-        s = be->all_gather(be, a + floats, a, n);
-        if (s == FSDP_OK) s = be->reduce_scatter(be, a, a + floats, n);
+        s = fsdp_coll_all_gather(be, a + floats, a, n);
+        if (s == FSDP_OK) s = fsdp_coll_reduce_scatter(be, a, a + floats, n);
     }
     free(a);
     return s;
@@ -386,8 +386,8 @@ static int sim_init(sim *s, const fsdp_engine *e)
         return 0;
     }
     int world = e->be->world;
-    s->async_rs = world > 1 && fsdp_backend_starts_reduce_scatter(e->dbe);
-    s->async_ag = world > 1 && fsdp_backend_starts_all_gather(e->dbe);
+    s->async_rs = world > 1 && fsdp_coll_starts_reduce_scatter(e->dbe);
+    s->async_ag = world > 1 && fsdp_coll_starts_all_gather(e->dbe);
     for (int k = 0; k < e->ngroups; ++k) {
         const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
         for (int j = 0; j < 2; ++j) {

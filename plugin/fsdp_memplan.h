@@ -46,7 +46,7 @@ size_t fsdp_memplan_resident(void);
  * buffers (one gemm through Darknet's own entry point) and, with several
  * ranks (be not NULL), the transport's (one all-gather and one
  * reduce-scatter that fill the shared-memory window, fsdp_shm.h). */
-fsdp_status fsdp_memplan_warm_up(fsdp_backend *be);
+fsdp_status fsdp_memplan_warm_up(fsdp_coll *be);
 
 /* After fsdp_on_network_built, before the first step: the prediction for
  * this run (loads_weights: a weights file is loaded after the build). */

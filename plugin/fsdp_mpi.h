@@ -1,5 +1,7 @@
-/* fsdp_mpi.h: mpiCheck, shared by the code that calls MPI: an MPI error
- * becomes FSDP_ERR_COMM with MPI's own message, returned, never exit(). */
+/* fsdp_mpi.h: mpiCheck, shared by the code that calls MPI (the MPI backend
+ * and its shared-memory path): an MPI error becomes FSDP_ERR_COMM with
+ * MPI's own message, returned, never exit().  fsdp_mpi.c holds the one
+ * function behind it. */
 #ifndef FSDP_MPI_H
 #define FSDP_MPI_H
 

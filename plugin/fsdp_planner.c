@@ -38,12 +38,14 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
 {
     /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
      * prediction is that of a one-machine run. */
-    fsdp_backend *be;
-    FSDP_TRY(fsdp_backend_null_create(world, &be));
+    fsdp_ctl *be;
+    fsdp_coll *coll;
+    FSDP_TRY(fsdp_backend_null_create(world, &be, &coll));
     fsdp_engine e;
-    fsdp_status st = fsdp_engine_init(&e, be);
+    fsdp_status st = fsdp_engine_init(&e, be, coll);
     if (st != FSDP_OK) {
-        be->destroy(be);
+        fsdp_coll_free(coll);
+        fsdp_ctl_free(be);
         return st;
     }
     hooks->ctx = &e;
@@ -67,7 +69,8 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     fsdp_engine_free(&e);
     hooks->cfg_option = NULL;
     hooks->ctx = NULL;
-    be->destroy(be);   /* with its node memory */
+    fsdp_coll_free(coll);   /* with its node memory */
+    fsdp_ctl_free(be);
     return s != FSDP_OK ? s : f;
 }
 

@@ -93,7 +93,7 @@ fsdp_status fsdp_stage_load_end(fsdp_stage *s, network *net, int i)
     return FSDP_OK;
 }
 
-fsdp_status fsdp_stage_take_back(fsdp_stage *s, fsdp_backend *be, network *net, int i)
+fsdp_status fsdp_stage_take_back(fsdp_stage *s, network *net, int i)
 {
     fsdp_tensor t[FSDP_MAX_TENSORS];
     int nt, yes;
@@ -104,7 +104,7 @@ fsdp_status fsdp_stage_take_back(fsdp_stage *s, fsdp_backend *be, network *net, 
         size_t q = fsdp_stage_slice(t[k].count, s->world);
         float *full = malloc((size_t)s->world * q * sizeof *full);
         if (!full) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory gathering layer %d's parameters", i);
-        fsdp_status st = be->all_gather(be, L->slice[k], full, q);
+        fsdp_status st = fsdp_coll_all_gather(s->coll, L->slice[k], full, q);
         if (st != FSDP_OK) {
             free(full);
             return st;

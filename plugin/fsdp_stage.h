@@ -45,6 +45,7 @@ typedef struct fsdp_stage_layer {
 typedef struct fsdp_stage {
     int enabled;              /* this run stages (set before the network is built) */
     int rank, world;
+    fsdp_coll *coll;          /* host memory: take_back's gathers */
     int nlayers;
     fsdp_stage_layer *layers; /* per layer of the network being built */
     uint64_t gather_bytes;    /* all-gathered taking the slices back */
@@ -66,7 +67,7 @@ fsdp_status fsdp_stage_load_end(fsdp_stage *s, network *net, int i);
 /* SLICED -> GATHERED: layer i's arrays whole again, all-gathered from every
  * rank's slices (a collective: every rank calls it for the same layers in
  * the same order).  No-op in any other state. */
-fsdp_status fsdp_stage_take_back(fsdp_stage *s, fsdp_backend *be, network *net, int i);
+fsdp_status fsdp_stage_take_back(fsdp_stage *s, network *net, int i);
 void fsdp_stage_free(fsdp_stage *s);
 
 #endif

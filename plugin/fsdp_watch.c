@@ -117,9 +117,8 @@ void fsdp_watch_stop(void)
     running = 0;
 }
 
-/* ---- the watched backend ------------------------------------------------- */
+/* ---- the watched backends -------------------------------------------------- */
 
-#define INNER(b) ((fsdp_backend *)(b)->ctx)
 #define WATCHED(name, buf, call)                  \
     do {                                          \
         fsdp_watch_enter(name, buf);              \
@@ -128,45 +127,59 @@ void fsdp_watch_stop(void)
         return s_;                                \
     } while (0)
 
-static fsdp_status w_all_gather(fsdp_backend *b, const float *shard, float *full, size_t n)
+#define CTL(h) ((fsdp_ctl *)(h)->ctx)
+
+static fsdp_status w_broadcast(fsdp_ctl *h, void *buf, size_t bytes, int root)
 {
-    WATCHED("all-gather", full, INNER(b)->all_gather(INNER(b), shard, full, n));
+    WATCHED("broadcast", buf, fsdp_ctl_broadcast(CTL(h), buf, bytes, root));
 }
-static fsdp_status w_reduce_scatter(fsdp_backend *b, const float *full, float *shard, size_t n)
+static fsdp_status w_min_max(fsdp_ctl *h, uint64_t v, uint64_t *lo, uint64_t *hi)
 {
-    WATCHED("reduce-scatter", full, INNER(b)->reduce_scatter(INNER(b), full, shard, n));
+    WATCHED("agreement check (min/max over ranks)", NULL, fsdp_ctl_min_max_u64(CTL(h), v, lo, hi));
 }
-static fsdp_status w_all_reduce(fsdp_backend *b, float *buf, size_t n)
+static fsdp_status w_max_u64(fsdp_ctl *h, uint64_t *v, size_t n)
 {
-    WATCHED("all-reduce", buf, INNER(b)->all_reduce(INNER(b), buf, n));
+    WATCHED("agreement check (max over ranks)", NULL, fsdp_ctl_max_u64(CTL(h), v, n));
 }
-static fsdp_status w_broadcast(fsdp_backend *b, void *buf, size_t bytes, int root)
+static fsdp_status w_sum_f64(fsdp_ctl *h, double *v, size_t n)
 {
-    WATCHED("broadcast", buf, INNER(b)->broadcast(INNER(b), buf, bytes, root));
+    WATCHED("sum over ranks (loss or statistics)", NULL, fsdp_ctl_sum_f64(CTL(h), v, n));
 }
-static fsdp_status w_min_max(fsdp_backend *b, uint64_t v, uint64_t *lo, uint64_t *hi)
+static fsdp_status w_barrier(fsdp_ctl *h)
 {
-    WATCHED("agreement check (min/max over ranks)", NULL, INNER(b)->min_max_u64(INNER(b), v, lo, hi));
+    WATCHED("barrier", NULL, fsdp_ctl_barrier(CTL(h)));
 }
-static fsdp_status w_max_u64(fsdp_backend *b, uint64_t *v, size_t n)
+static fsdp_status w_host_leaders(fsdp_ctl *h, int *leader)
 {
-    WATCHED("agreement check (max over ranks)", NULL, INNER(b)->max_u64(INNER(b), v, n));
+    WATCHED("which ranks share a machine", NULL, fsdp_ctl_host_leaders(CTL(h), leader));
 }
-static fsdp_status w_sum_f64(fsdp_backend *b, double *v, size_t n)
+static void w_ctl_free(fsdp_ctl *h)
 {
-    WATCHED("sum over ranks (loss or statistics)", NULL, INNER(b)->sum_f64(INNER(b), v, n));
+    fsdp_ctl_free(CTL(h));
+    free(h);
 }
-static fsdp_status w_barrier(fsdp_backend *b)
+
+#define COLL(b) ((fsdp_coll *)(b)->ctx)
+
+static fsdp_status w_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
-    WATCHED("barrier", NULL, INNER(b)->barrier(INNER(b)));
+    WATCHED("all-gather", full, fsdp_coll_all_gather(COLL(b), shard, full, n));
 }
-static fsdp_status w_node_alloc(fsdp_backend *b, size_t n, float **out)
+static fsdp_status w_reduce_scatter(fsdp_coll *b, const float *full, float *shard, size_t n)
 {
-    WATCHED("allocation of node-shared memory", NULL, INNER(b)->node_alloc(INNER(b), n, out));
+    WATCHED("reduce-scatter", full, fsdp_coll_reduce_scatter(COLL(b), full, shard, n));
 }
-static fsdp_status w_node_sync(fsdp_backend *b)
+static fsdp_status w_all_reduce(fsdp_coll *b, float *buf, size_t n)
 {
-    WATCHED("sync of node-shared parameters", NULL, INNER(b)->node_sync(INNER(b)));
+    WATCHED("all-reduce", buf, fsdp_coll_all_reduce(COLL(b), buf, n));
+}
+static fsdp_status w_node_alloc(fsdp_coll *b, size_t n, float **out)
+{
+    WATCHED("allocation of node-shared memory", NULL, fsdp_coll_node_alloc(COLL(b), n, out));
+}
+static fsdp_status w_node_sync(fsdp_coll *b)
+{
+    WATCHED("sync of node-shared parameters", NULL, fsdp_coll_node_sync(COLL(b)));
 }
 /* Started collectives by ticket slot, so that a wait names what it waits for. */
 static struct { const char *what; const void *buf; } started[FSDP_TICKETS];
@@ -179,40 +192,64 @@ static fsdp_status note_start(fsdp_status s, const char *what, const void *buf, 
     }
     return s;
 }
-static fsdp_status w_all_gather_start(fsdp_backend *b, const float *shard, float *full, size_t n, int *ticket)
+static fsdp_status w_all_gather_start(fsdp_coll *b, const float *shard, float *full, size_t n, int *ticket)
 {
     WATCHED("all-gather", full,
-            note_start(INNER(b)->all_gather_start(INNER(b), shard, full, n, ticket), "all-gather", full, ticket));
+            note_start(fsdp_coll_all_gather_start(COLL(b), shard, full, n, ticket), "all-gather", full, ticket));
 }
-static fsdp_status w_reduce_scatter_start(fsdp_backend *b, const float *full, float *shard, size_t n, int *ticket)
+static fsdp_status w_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n, int *ticket)
 {
     WATCHED("reduce-scatter", full,
-            note_start(INNER(b)->reduce_scatter_start(INNER(b), full, shard, n, ticket), "reduce-scatter",
+            note_start(fsdp_coll_reduce_scatter_start(COLL(b), full, shard, n, ticket), "reduce-scatter",
                        full, ticket));
 }
-static fsdp_status w_wait(fsdp_backend *b, int ticket)
+static fsdp_status w_wait(fsdp_coll *b, int ticket)
 {
     const char *what = ticket >= 0 && started[ticket % FSDP_TICKETS].what ? started[ticket % FSDP_TICKETS].what
                                                                            : "wait for a started collective";
-    WATCHED(what, ticket >= 0 ? started[ticket % FSDP_TICKETS].buf : NULL, INNER(b)->wait(INNER(b), ticket));
+    WATCHED(what, ticket >= 0 ? started[ticket % FSDP_TICKETS].buf : NULL, fsdp_coll_wait(COLL(b), ticket));
 }
-static void w_destroy(fsdp_backend *b)
+static void w_coll_free(fsdp_coll *b)
 {
-    INNER(b)->destroy(INNER(b));
+    fsdp_coll_free(COLL(b));
     free(b);
 }
 
-fsdp_status fsdp_watch_wrap(fsdp_backend *inner, fsdp_backend **out)
+fsdp_status fsdp_watch_wrap(fsdp_ctl **ctl, fsdp_coll **coll)
 {
-    fsdp_backend *b = calloc(1, sizeof *b);
-    if (!b) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    *b = (fsdp_backend){ inner->name, inner->rank, inner->world, inner->mem, inner,
-                         w_all_gather, w_reduce_scatter, w_all_reduce, w_broadcast, w_min_max, w_max_u64,
-                         w_sum_f64, w_barrier, w_destroy,
-                         inner->all_gather_start ? w_all_gather_start : NULL,
-                         inner->reduce_scatter_start ? w_reduce_scatter_start : NULL,
-                         inner->wait ? w_wait : NULL, inner->starts_block,
-                         inner->node_alloc ? w_node_alloc : NULL, inner->node_sync ? w_node_sync : NULL };
-    *out = b;
+    fsdp_ctl *h = ctl ? malloc(sizeof *h) : NULL;
+    fsdp_coll *b = coll ? malloc(sizeof *b) : NULL;
+    if ((ctl && !h) || (coll && !b)) {
+        free(h);
+        free(b);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    if (h) {
+        fsdp_ctl *inner = *ctl;
+        *h = (fsdp_ctl){
+            .iface = { .broadcast = w_broadcast, .min_max_u64 = w_min_max, .max_u64 = w_max_u64,
+                       .sum_f64 = w_sum_f64, .barrier = w_barrier, .host_leaders = w_host_leaders,
+                       .free = w_ctl_free },
+            .name = inner->name, .rank = inner->rank, .world = inner->world, .ctx = inner,
+        };
+        *ctl = h;
+    }
+    if (b) {
+        fsdp_coll *inner = *coll;
+        /* The optional operations only where the inner one has them, so
+         * that the questions asked of it (fsdp_backend.h) get its answers. */
+        int starts = inner->iface.all_gather_start != NULL, node = fsdp_coll_maps_node(inner);
+        *b = (fsdp_coll){
+            .iface = { .all_gather = w_all_gather, .reduce_scatter = w_reduce_scatter,
+                       .all_reduce = w_all_reduce, .free = w_coll_free,
+                       .all_gather_start = starts ? w_all_gather_start : NULL,
+                       .reduce_scatter_start = starts ? w_reduce_scatter_start : NULL,
+                       .wait = starts ? w_wait : NULL,
+                       .node_alloc = node ? w_node_alloc : NULL, .node_sync = node ? w_node_sync : NULL },
+            .name = inner->name, .rank = inner->rank, .world = inner->world, .mem = inner->mem,
+            .starts_block = inner->starts_block, .ctx = inner,
+        };
+        *coll = b;
+    }
     return FSDP_OK;
 }

@@ -33,9 +33,10 @@ void fsdp_watch_stop(void);
 /* Around a call that waits for other ranks (MPI_Finalize, ...). */
 void fsdp_watch_enter(const char *what, const void *buf);
 void fsdp_watch_leave(void);
-/* *out = a backend whose every call is watched; it owns `inner` (destroyed
- * with it) and takes its name, rank, world and memory kind.  On failure
- * *out is left alone and `inner` stays the caller's. */
-fsdp_status fsdp_watch_wrap(fsdp_backend *inner, fsdp_backend **out);
+/* *ctl and *coll (either may be NULL) become host control and buffer
+ * collectives whose every call is watched; each owns the one it replaces
+ * (freed with it) and takes its name, rank, world (and memory kind and
+ * optional operations).  On failure nothing is replaced. */
+fsdp_status fsdp_watch_wrap(fsdp_ctl **ctl, fsdp_coll **coll);
 
 #endif

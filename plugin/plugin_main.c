@@ -33,6 +33,7 @@
 #define FSDP_MMAP_THRESHOLD (4 << 20)
 
 static fsdp_engine engine;
+static fsdp_coll *host_coll;       /* host memory's collectives; engine.dbe on host runs */
 static fsdp_status first_error = FSDP_OK;
 static int mpi_started;
 static const char *backend_flag;   /* -fsdp-backend, NULL: the default */
@@ -116,12 +117,14 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
                          "mpi-staged moves its buffers through host memory with MPI (ranks may share a GPU), "
                          "nccl (the default) between GPUs");
 #ifdef GPU
-    if (!gpu || e->be->world == 1 || e->dbe != e->be) return FSDP_OK;
-    /* Each device backend runs its host side on its own MPI communicator. */
-    fsdp_backend *host = NULL;
-    FSDP_TRY(fsdp_backend_mpi_create(&host));
-    if (!strcmp(want, "mpi-staged")) return fsdp_backend_staged_create(host, &e->dbe);
-    return fsdp_backend_nccl_create(host, net->gpu_index, &e->dbe);
+    if (!gpu || e->be->world == 1 || e->dbe != host_coll) return FSDP_OK;
+    if (!strcmp(want, "mpi-staged")) {
+        /* Its host collectives on an MPI communicator of their own. */
+        fsdp_coll *host = NULL;
+        FSDP_TRY(fsdp_backend_mpi_create(NULL, &host));
+        return fsdp_backend_staged_create(host, &e->dbe);
+    }
+    return fsdp_backend_nccl_create(e->be, net->gpu_index, &e->dbe);
 #else
     (void)e;
     return FSDP_OK;
@@ -135,10 +138,10 @@ static int h_built(void *c, network *net, const char *cfg)
     fsdp_status s = first ? device_backend(e, net) : FSDP_OK;
     /* Without the hook GPU builds keep cuDNN's batch norm (darknet_plugin.h). */
     if (first && !e->cfg.sync_bn) hook_table->bn_sync = NULL;
-    if (s == FSDP_OK && first && e->dbe != e->be && timeout_s > 0) s = fsdp_watch_wrap(e->dbe, &e->dbe);
+    if (s == FSDP_OK && first && e->dbe != host_coll && timeout_s > 0) s = fsdp_watch_wrap(NULL, &e->dbe);
     /* Before anything is sharded, every rank agrees on what it was given
      * (fsdp_agree.h); a one-rank refusal stops them all. */
-    if (s == FSDP_OK && first) s = fsdp_backend_all_ok(e->be, e->cfg.error, FSDP_ERR_CONFIG, "found an error in its cfg");
+    if (s == FSDP_OK && first) s = fsdp_ctl_all_ok(e->be, e->cfg.error, FSDP_ERR_CONFIG, "found an error in its cfg");
     if (s == FSDP_OK && first) s = fsdp_agree_loaded(e->be, &agreement);
     if (s == FSDP_OK && first) s = fsdp_agree_network(e->be, &agreement, net);
     if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
@@ -207,7 +210,7 @@ static int h_loaded(void *c, network *net, const char *f)
 static int h_broadcast_int(void *c, int *value)
 {
     fsdp_engine *e = c;
-    return to_dn(e->be->broadcast(e->be, value, sizeof *value, 0));
+    return to_dn(fsdp_ctl_broadcast(e->be, value, sizeof *value, 0));
 }
 /* resize_network() reallocated every output and delta, the ones the engine
  * had dropped included (realloc of NULL): drop them again.  Weights and the
@@ -265,7 +268,8 @@ static void h_finish(void *c, int status)
         if (!pthread_equal(pthread_self(), main_thread)) _exit(1);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    fsdp_backend *be = e->be, *dbe = e->dbe;
+    fsdp_ctl *be = e->be;
+    fsdp_coll *dbe = e->dbe;
     fsdp_engine_free(e);
     fsdp_bn_free(&bn);
     fsdp_hosts_free(&hosts);
@@ -273,8 +277,9 @@ static void h_finish(void *c, int status)
     free(run.stats_path);
     fsdp_agree_free(&agreement);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
-    if (dbe && dbe != be) dbe->destroy(dbe);
-    if (be) be->destroy(be);
+    if (dbe != host_coll) fsdp_coll_free(dbe);
+    fsdp_coll_free(host_coll);
+    fsdp_ctl_free(be);
     if (mpi_started) MPI_Finalize();
     fsdp_watch_leave();
     fsdp_watch_stop();
@@ -293,23 +298,14 @@ static int under_launcher(void)
 }
 
 /* One GPU per rank on a node, by the rank's place on its node.  Ranks that
- * share a GPU (more ranks than GPUs) need -fsdp-backend mpi. */
-static int pick_device(const fsdp_backend *be)
+ * share a GPU (more ranks than GPUs) need -fsdp-backend mpi-staged. */
+static int pick_device(const fsdp_hosts *h, int rank)
 {
 #ifdef GPU
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return 0;
-    int local = 0;
-    if (mpi_started) {
-        MPI_Comm node;
-        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, be->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-            MPI_Comm_rank(node, &local);
-            MPI_Comm_free(&node);
-        }
-    }
-    return local % ndev;
+    return fsdp_hosts_local_rank(h, rank) % ndev;
 #else
-    (void)be;
     return 0;
 #endif
 }
@@ -391,7 +387,7 @@ extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
 
 /* The flags that shape training, compared across ranks over be (fsdp_agree.h). */
-static fsdp_status agree_flags(fsdp_status local, fsdp_backend *be, const fsdp_flags *f, int argc, char **argv)
+static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *be, const fsdp_flags *f, int argc, char **argv)
 {
     int clear = 0;
     for (int i = 1; i < argc; ++i) clear |= !strcmp(argv[i], "-clear");
@@ -449,12 +445,13 @@ static fsdp_status backend_known(const char *want)
     return FSDP_OK;
 }
 
-/* The host backend, whatever -fsdp-backend asks for (a device backend
- * comes later, once the network is built: device_backend). */
-static fsdp_status make_backend(fsdp_backend **be)
+/* Host control and host memory's collectives, whatever -fsdp-backend asks
+ * for (device collectives come later, once the network is built:
+ * device_backend). */
+static fsdp_status make_backend(fsdp_ctl **be, fsdp_coll **coll)
 {
-    if (!mpi_started) return fsdp_backend_self_create(be);
-    return fsdp_backend_mpi_create(be);
+    if (!mpi_started) return fsdp_backend_self_create(be, coll);
+    return fsdp_backend_mpi_create(be, coll);
 }
 
 int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
@@ -526,20 +523,20 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
-    fsdp_backend *be = NULL;
-    fsdp_status made = make_backend(&be);
+    fsdp_ctl *be = NULL;
+    fsdp_status made = make_backend(&be, &host_coll);
     if (made == FSDP_OK) s = agree_flags(s, be, &flags, *argc, argv);
     else if (s == FSDP_OK) s = made;
-    if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(be, &be);
+    if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(&be, &host_coll);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
-    if (s == FSDP_OK) s = fsdp_engine_init(&engine, be);
-    if (s == FSDP_OK) s = fsdp_hosts_find(mpi_started, &hosts);
-    if (s == FSDP_OK) s = fsdp_memplan_warm_up(be);
+    if (s == FSDP_OK) s = fsdp_engine_init(&engine, be, host_coll);
+    if (s == FSDP_OK) s = fsdp_hosts_find(be, &hosts);
+    if (s == FSDP_OK) s = fsdp_memplan_warm_up(host_coll);
     fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
     /* Only where network_built follows the build (fsdp_stage.h). */
     if (s == FSDP_OK)
         engine.stage = (fsdp_stage){ .enabled = be->world > 1 && fsdp_command_trains_exactly(*argc, argv),
-                                     .rank = be->rank, .world = be->world };
+                                     .rank = be->rank, .world = be->world, .coll = host_coll };
     /* Training commands only: some others read a layer's output after the
      * forward pass (fsdp_acts.h). */
     if (s == FSDP_OK) engine.acts.enabled = fsdp_command_trains_exactly(*argc, argv) && fsdp_acts_wanted();
@@ -558,12 +555,13 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         }
         /* Every rank is here (the agreement's refusal): freeing the
          * backend's communicator and windows is collective. */
-        if (be) be->destroy(be);
+        fsdp_coll_free(host_coll);
+        fsdp_ctl_free(be);
         if (mpi_started) MPI_Finalize();
         return dn_status_of(s);
     }
     backend_flag = backend;
-    h->device = pick_device(be);
+    h->device = pick_device(&hosts, be->rank);
     if (be->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
         /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
         if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;

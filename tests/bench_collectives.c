@@ -36,24 +36,24 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    fsdp_status (*run)(fsdp_backend *b, float *full, float *shard, size_t shard_n);
+    fsdp_status (*run)(fsdp_coll *b, float *full, float *shard, size_t shard_n);
     double bus_factor; /* busbw / algbw, times n / (n-1); 0: busbw = algbw (a copy) */
 } collective;
 
-static fsdp_status run_all_gather(fsdp_backend *b, float *full, float *shard, size_t n)
+static fsdp_status run_all_gather(fsdp_coll *b, float *full, float *shard, size_t n)
 {
-    return b->all_gather(b, shard, full, n);
+    return fsdp_coll_all_gather(b, shard, full, n);
 }
 
-static fsdp_status run_reduce_scatter(fsdp_backend *b, float *full, float *shard, size_t n)
+static fsdp_status run_reduce_scatter(fsdp_coll *b, float *full, float *shard, size_t n)
 {
-    return b->reduce_scatter(b, full, shard, n);
+    return fsdp_coll_reduce_scatter(b, full, shard, n);
 }
 
-static fsdp_status run_all_reduce(fsdp_backend *b, float *full, float *shard, size_t n)
+static fsdp_status run_all_reduce(fsdp_coll *b, float *full, float *shard, size_t n)
 {
     (void)shard;
-    return b->all_reduce(b, full, n * (size_t)b->world);
+    return fsdp_coll_all_reduce(b, full, n * (size_t)b->world);
 }
 
 static const collective collectives[] = {
@@ -94,7 +94,7 @@ static void must(fsdp_status s, const char *what)
 #ifdef FSDP_BENCH_DEVICE
 /* The reference: a device-to-device copy of S bytes on rank 0 (the other
  * ranks wait, so that ranks sharing a GPU do not compete). */
-static fsdp_status run_memcpy(fsdp_backend *b, float *full, float *shard, size_t n)
+static fsdp_status run_memcpy(fsdp_coll *b, float *full, float *shard, size_t n)
 {
     if (b->rank == 0)
         cuda_must(cudaMemcpy(shard, full, n * (size_t)b->world * sizeof(float),
@@ -111,12 +111,13 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median over iterations of the slowest rank's time, in seconds. */
-static double median_time(fsdp_backend *b, const collective *c, const options *o,
+/* Median over iterations of the slowest rank's time, in seconds; h: the
+ * ranks' host control, for the barriers. */
+static double median_time(fsdp_ctl *h, fsdp_coll *b, const collective *c, const options *o,
                           float *full, float *shard, size_t n, double *times)
 {
     for (int i = 0; i < o->warmup + o->iters; i++) {
-        must(b->barrier(b), "barrier");
+        must(fsdp_ctl_barrier(h), "barrier");
         double t0 = MPI_Wtime();
         must(c->run(b, full, shard, n), c->name);
 #ifdef FSDP_BENCH_DEVICE
@@ -131,14 +132,14 @@ static double median_time(fsdp_backend *b, const collective *c, const options *o
                         : (times[o->iters / 2 - 1] + times[o->iters / 2]) / 2;
 }
 
-static void bench(fsdp_backend *b, const collective *c, const options *o,
+static void bench(fsdp_ctl *h, fsdp_coll *b, const collective *c, const options *o,
                   float *full, float *shard, double *times)
 {
     int w = b->world;
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= 2) {
         size_t n = fsdp_shard_count((bytes + sizeof(float) - 1) / sizeof(float), w);
         size_t s = n * (size_t)w * sizeof(float); /* padded up to a multiple of the world */
-        double t = median_time(b, c, o, full, shard, n, times);
+        double t = median_time(h, b, c, o, full, shard, n, times);
         double algbw = (double)s / t / 1e9;
         double busbw = c->bus_factor ? algbw * c->bus_factor * (w - 1) / w : algbw;
         if (b->rank == 0)
@@ -147,7 +148,7 @@ static void bench(fsdp_backend *b, const collective *c, const options *o,
     }
 }
 
-static void print_header(const fsdp_backend *b, const options *o, const char *where)
+static void print_header(const fsdp_coll *b, const options *o, const char *where)
 {
     if (b->rank != 0)
         return;
@@ -162,12 +163,12 @@ static void print_header(const fsdp_backend *b, const options *o, const char *wh
            "time(us)", "algbw(GB/s)", "busbw(GB/s)");
 }
 
-static void bench_backend(fsdp_backend *b, const options *o, const char *where, float *full,
+static void bench_backend(fsdp_ctl *h, fsdp_coll *b, const options *o, const char *where, float *full,
                           float *shard, double *times)
 {
     print_header(b, o, where);
     for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; i++)
-        bench(b, &collectives[i], o, full, shard, times);
+        bench(h, b, &collectives[i], o, full, shard, times);
 }
 
 int main(int argc, char **argv)
@@ -187,15 +188,17 @@ int main(int argc, char **argv)
     if (!times)
         must(FSDP_ERR_NOMEM, "buffers");
 #ifndef FSDP_BENCH_DEVICE
-    fsdp_backend *b = NULL;
-    must(fsdp_backend_mpi_create(&b), "mpi backend");
+    fsdp_ctl *h = NULL;
+    fsdp_coll *b = NULL;
+    must(fsdp_backend_mpi_create(&h, &b), "mpi backend");
     /* Zeros stay zeros through every sum: no overflow, no denormals to slow
      * the reductions down. */
     float *full = calloc(max_n + 1, sizeof(float)), *shard = calloc(max_n + 1, sizeof(float));
     if (!full || !shard)
         must(FSDP_ERR_NOMEM, "buffers");
-    bench_backend(b, &o, "", full, shard, times);
-    b->destroy(b);
+    bench_backend(h, b, &o, "", full, shard, times);
+    fsdp_coll_free(b);
+    fsdp_ctl_free(h);
     free(full);
     free(shard);
 #else
@@ -214,26 +217,27 @@ int main(int argc, char **argv)
     cuda_must(cudaMalloc((void **)&shard, (max_n + 1) * sizeof(float)), "cudaMalloc");
     cuda_must(cudaMemset(full, 0, (max_n + 1) * sizeof(float)), "cudaMemset");
     cuda_must(cudaMemset(shard, 0, (max_n + 1) * sizeof(float)), "cudaMemset");
-    fsdp_backend *b = NULL, *host = NULL;
+    fsdp_ctl *h = NULL;
+    fsdp_coll *b = NULL, *host = NULL;
+    must(fsdp_backend_mpi_create(&h, &host), "mpi backend");
     if (gpus >= world) {
-        must(fsdp_backend_mpi_create(&host), "mpi backend");
-        must(fsdp_backend_nccl_create(host, device, &b), "nccl backend");
-        bench_backend(b, &o, where, full, shard, times);
-        b->destroy(b);
+        must(fsdp_backend_nccl_create(h, device, &b), "nccl backend");
+        bench_backend(h, b, &o, where, full, shard, times);
+        fsdp_coll_free(b);
     } else if (rank == 0) {
         printf("# bench_collectives: backend nccl, world %d: skipped, needs %d GPUs, found %d\n",
                world, world, gpus);
     }
-    must(fsdp_backend_mpi_create(&host), "mpi backend");
     must(fsdp_backend_staged_create(host, &b), "mpi-staged backend");
     if (rank == 0)
         printf("#\n");
-    bench_backend(b, &o, where, full, shard, times);
+    bench_backend(h, b, &o, where, full, shard, times);
     if (rank == 0)
         printf("#\n# reference: cudaMemcpy device to device of size bytes on rank 0's GPU "
                "(device memory traffic is twice size: read and write)\n");
-    bench(b, &memcpy_d2d, &o, full, shard, times);
-    b->destroy(b);
+    bench(h, b, &memcpy_d2d, &o, full, shard, times);
+    fsdp_coll_free(b);
+    fsdp_ctl_free(h);
     cudaFree(full);
     cudaFree(shard);
 #endif

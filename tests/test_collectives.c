@@ -1,14 +1,14 @@
-/* test_collectives: every collective of the MPI backend (and, on one rank, of
- * the self backend) against results each rank computes alone, in the spirit
- * of nccl-tests.  Values are small integers, so sums over ranks are exact in
+/* test_collectives: every collective of the MPI backend, host control and
+ * buffer collectives (and, on one rank, of the self backend) against
+ * results each rank computes alone, in the spirit of nccl-tests.  Values are small integers, so sums over ranks are exact in
  * float and any difference is a bug, never rounding.  Outputs start as NaN
  * so that an element a collective forgot to write shows up too.
  *
  * Built a second time with FSDP_TEST_DEVICE as test_collectives_gpu (GPU
  * builds): the same checks on device buffers for the NCCL backend (blocking
  * and start/wait, plus the ticket ring) and the MPI backend staged through
- * host memory, and that collectives order against Darknet's stream; see
- * main() at the end.  Without a GPU it exits 77 (skipped).
+ * host memory, and that collectives order against Darknet's stream, with
+ * the MPI host control beside them; see main() at the end.  Without a GPU it exits 77 (skipped).
  *
  * Run under mpirun on 1 to 4 ranks.  A mismatch prints the collective, size
  * and first bad index and the run goes on (every rank still issues the same
@@ -27,7 +27,8 @@
 #endif
 
 typedef struct {
-    fsdp_backend *b;
+    fsdp_ctl *h;    /* host control */
+    fsdp_coll *b;   /* buffer collectives */
     char label[48];
     int async;      /* all-gather and reduce-scatter through *_start + wait */
     int checks;
@@ -124,22 +125,22 @@ static void mem_copy(const suite *t, void *dst, const void *src, size_t bytes)
 /* The collective under test, blocking or through a ticket. */
 static fsdp_status do_all_gather(suite *t, const float *shard, float *full, size_t n)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     int ticket = -1;
     if (!t->async)
-        return b->all_gather(b, shard, full, n);
-    FSDP_TRY(b->all_gather_start(b, shard, full, n, &ticket));
-    return b->wait(b, ticket);
+        return fsdp_coll_all_gather(b, shard, full, n);
+    FSDP_TRY(fsdp_coll_all_gather_start(b, shard, full, n, &ticket));
+    return fsdp_coll_wait(b, ticket);
 }
 
 static fsdp_status do_reduce_scatter(suite *t, const float *full, float *shard, size_t n)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     int ticket = -1;
     if (!t->async)
-        return b->reduce_scatter(b, full, shard, n);
-    FSDP_TRY(b->reduce_scatter_start(b, full, shard, n, &ticket));
-    return b->wait(b, ticket);
+        return fsdp_coll_reduce_scatter(b, full, shard, n);
+    FSDP_TRY(fsdp_coll_reduce_scatter_start(b, full, shard, n, &ticket));
+    return fsdp_coll_wait(b, ticket);
 }
 
 /* A status other than OK means the ranks may no longer agree on which
@@ -180,7 +181,7 @@ typedef struct {
 
 static gather_bufs gather_setup(suite *t, size_t n, int in_place)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     size_t full_n = (size_t)b->world * n;
     gather_bufs g = { .want = alloc(full_n, sizeof(float)) };
     float *nans = nan_floats(full_n), *mine = alloc(n, sizeof(float));
@@ -227,7 +228,7 @@ typedef struct {
 
 static scatter_bufs scatter_setup(suite *t, size_t n, int in_place)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     size_t full_n = (size_t)b->world * n, mine = (size_t)b->rank * n;
     scatter_bufs r = { .want = alloc(n, sizeof(float)),
                        .want_full = alloc(full_n, sizeof(float)) };
@@ -277,7 +278,7 @@ static void check_reduce_scatter(suite *t, size_t n, int in_place)
 
 static void check_all_reduce(suite *t, size_t n)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     float *host = alloc(n, sizeof(float)), *want = alloc(n, sizeof(float));
     for (size_t i = 0; i < n; i++) {
         host[i] = val(b->rank, i);
@@ -285,7 +286,7 @@ static void check_all_reduce(suite *t, size_t n)
     }
     float *buf = mem_alloc(t, n, sizeof(float));
     mem_copy(t, buf, host, n * sizeof(float));
-    must(t, b->all_reduce(b, buf, n), "all_reduce", n);
+    must(t, fsdp_coll_all_reduce(b, buf, n), "all_reduce", n);
     mem_copy(t, host, buf, n * sizeof(float));
     expect_floats(t, "all_reduce", n, host, want, n);
     mem_free(t, buf);
@@ -295,12 +296,12 @@ static void check_all_reduce(suite *t, size_t n)
 
 static void check_broadcast(suite *t, size_t bytes)
 {
-    fsdp_backend *b = t->b;
+    fsdp_ctl *h = t->h;
     unsigned char *buf = alloc(bytes, 1);
-    for (int root = 0; root < b->world; root++) {
+    for (int root = 0; root < h->world; root++) {
         for (size_t i = 0; i < bytes; i++)
-            buf[i] = b->rank == root ? byte_val(root, i) : 0;
-        must(t, b->broadcast(b, buf, bytes, root), "broadcast", bytes);
+            buf[i] = h->rank == root ? byte_val(root, i) : 0;
+        must(t, fsdp_ctl_broadcast(h, buf, bytes, root), "broadcast", bytes);
         t->checks++;
         for (size_t i = 0; i < bytes; i++)
             if (buf[i] != byte_val(root, i)) {
@@ -313,12 +314,12 @@ static void check_broadcast(suite *t, size_t bytes)
 
 static void check_sum_f64(suite *t, size_t n)
 {
-    fsdp_backend *b = t->b;
+    fsdp_ctl *h = t->h;
     double *v = alloc(n, sizeof(double));
-    double w = b->world;
+    double w = h->world;
     for (size_t i = 0; i < n; i++)
-        v[i] = b->rank + 0.5 * (double)i;
-    must(t, b->sum_f64(b, v, n), "sum_f64", n);
+        v[i] = h->rank + 0.5 * (double)i;
+    must(t, fsdp_ctl_sum_f64(h, v, n), "sum_f64", n);
     t->checks++;
     for (size_t i = 0; i < n; i++) {
         double want = w * (w - 1) / 2 + w * 0.5 * (double)i;
@@ -340,17 +341,17 @@ static uint64_t max_val(int rank, int world, size_t i)
 
 static void check_max_u64(suite *t, size_t n)
 {
-    fsdp_backend *b = t->b;
+    fsdp_ctl *h = t->h;
     uint64_t *v = alloc(n, sizeof(uint64_t));
     for (size_t i = 0; i < n; i++)
-        v[i] = max_val(b->rank, b->world, i);
-    must(t, b->max_u64(b, v, n), "max_u64", n);
+        v[i] = max_val(h->rank, h->world, i);
+    must(t, fsdp_ctl_max_u64(h, v, n), "max_u64", n);
     t->checks++;
     for (size_t i = 0; i < n; i++) {
-        uint64_t want = max_val(b->world - 1 - (int)(i % (size_t)b->world), b->world, i);
+        uint64_t want = max_val(h->world - 1 - (int)(i % (size_t)h->world), h->world, i);
         if (v[i] != want) {
             fprintf(stderr, "FAIL %s max_u64 size=%zu rank %d of %d: first bad index %zu: got %llu, want %llu\n",
-                    t->label, n, b->rank, b->world, i, (unsigned long long)v[i], (unsigned long long)want);
+                    t->label, n, h->rank, h->world, i, (unsigned long long)v[i], (unsigned long long)want);
             t->failures++;
             break;
         }
@@ -362,11 +363,11 @@ static void check_min_max(suite *t, const char *what, uint64_t v, uint64_t want_
                           uint64_t want_max)
 {
     uint64_t lo = 0, hi = 0;
-    must(t, t->b->min_max_u64(t->b, v, &lo, &hi), "min_max_u64", 1);
+    must(t, fsdp_ctl_min_max_u64(t->h, v, &lo, &hi), "min_max_u64", 1);
     t->checks++;
     if (lo != want_min || hi != want_max) {
         fprintf(stderr, "FAIL %s min_max_u64 (%s) rank %d: got [%llu, %llu], want [%llu, %llu]\n",
-                t->label, what, t->b->rank, (unsigned long long)lo, (unsigned long long)hi,
+                t->label, what, t->h->rank, (unsigned long long)lo, (unsigned long long)hi,
                 (unsigned long long)want_min, (unsigned long long)want_max);
         t->failures++;
     }
@@ -374,7 +375,7 @@ static void check_min_max(suite *t, const char *what, uint64_t v, uint64_t want_
 
 static void check_min_max_all(suite *t)
 {
-    uint64_t r = (uint64_t)t->b->rank, w = (uint64_t)t->b->world;
+    uint64_t r = (uint64_t)t->h->rank, w = (uint64_t)t->h->world;
     check_min_max(t, "equal", 0x5eedcafef00dULL, 0x5eedcafef00dULL, 0x5eedcafef00dULL);
     check_min_max(t, "small", 1000 + r * r, 1000, 1000 + (w - 1) * (w - 1));
     /* Near 2^64: a signed or double reduction would get these wrong. */
@@ -432,17 +433,17 @@ static void expect_refusal(suite *t, const char *what, fsdp_status s, char *text
  * left waiting in a collective. */
 static void check_refusals(suite *t)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     float x = 0;
     caught c = catch_stderr();
-    fsdp_status s = b->broadcast(b, &x, sizeof x, b->world);
+    fsdp_status s = fsdp_ctl_broadcast(t->h, &x, sizeof x, t->h->world);
     expect_refusal(t, "broadcast from root == world", s, released_stderr(c), FSDP_ERR_COMM,
                    "broadcast root");
 
     /* shard starts one float into full: overlapping, yet not this rank's part. */
     float *buf = mem_alloc(t, 2 * (size_t)b->world + 1, sizeof(float));
     c = catch_stderr();
-    s = b->all_gather(b, buf + 1, buf, 2);
+    s = fsdp_coll_all_gather(b, buf + 1, buf, 2);
     expect_refusal(t, "all_gather with overlapping buffers", s, released_stderr(c),
                    FSDP_ERR_UNSUPPORTED, "overlaps");
     mem_free(t, buf);
@@ -470,7 +471,7 @@ static void check_size(suite *t, size_t n)
  * the collective is called at once, without synchronising. */
 static void check_stream_order(suite *t)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     size_t n = ((size_t)1 << 20) + 3, w = (size_t)b->world, slow_bytes = (size_t)256 << 20;
     void *slow = mem_alloc(t, slow_bytes, 1);
     float *pinned = NULL, *nans = nan_floats(w * n);
@@ -508,7 +509,7 @@ static void check_stream_order(suite *t)
  * round and round; more outstanding than the ring holds; unknown tickets. */
 static void check_tickets(suite *t)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     size_t n = 1007;
     gather_bufs g[3];
     scatter_bufs r[2];
@@ -518,12 +519,12 @@ static void check_tickets(suite *t)
     for (int i = 0; i < 2; i++)
         r[i] = scatter_setup(t, n + i, i == 1);
     for (int i = 0; i < 3; i++)
-        must(t, b->all_gather_start(b, g[i].shard, g[i].full, n + i, &tk[i]), "all_gather_start", n + i);
+        must(t, fsdp_coll_all_gather_start(b, g[i].shard, g[i].full, n + i, &tk[i]), "all_gather_start", n + i);
     for (int i = 0; i < 2; i++)
-        must(t, b->reduce_scatter_start(b, r[i].full, r[i].shard, n + i, &tk[3 + i]),
+        must(t, fsdp_coll_reduce_scatter_start(b, r[i].full, r[i].shard, n + i, &tk[3 + i]),
              "reduce_scatter_start", n + i);
     for (int i = 0; i < 5; i++) {
-        must(t, b->wait(b, tk[i]), "wait", n);
+        must(t, fsdp_coll_wait(b, tk[i]), "wait", n);
         distinct &= i == 0 || tk[i] != tk[i - 1];
     }
     for (int i = 0; i < 3; i++)
@@ -541,14 +542,14 @@ static void check_tickets(suite *t)
     gather_bufs ring = gather_setup(t, 3, 0);
     int ticket = -1, held[64], started = 0;
     for (int i = 0; i < 100; i++) {
-        must(t, b->all_gather_start(b, ring.shard, ring.full, 3, &ticket), "all_gather_start", 3);
-        must(t, b->wait(b, ticket), "wait", 3);
+        must(t, fsdp_coll_all_gather_start(b, ring.shard, ring.full, 3, &ticket), "all_gather_start", 3);
+        must(t, fsdp_coll_wait(b, ticket), "wait", 3);
     }
     fsdp_status s = FSDP_OK;
     char *text = NULL;
     while (s == FSDP_OK && started < 64) {
         caught c = catch_stderr();
-        s = b->all_gather_start(b, ring.shard, ring.full, 3, &held[started]);
+        s = fsdp_coll_all_gather_start(b, ring.shard, ring.full, 3, &held[started]);
         free(text);
         text = released_stderr(c);
         started += s == FSDP_OK;
@@ -556,20 +557,21 @@ static void check_tickets(suite *t)
     expect_refusal(t, "one start more than the ticket ring holds", s, text,
                    FSDP_ERR_UNSUPPORTED, "not yet waited for");
     for (int i = 0; i < started; i++)
-        must(t, b->wait(b, held[i]), "wait", 3);
-    must(t, b->all_gather_start(b, ring.shard, ring.full, 3, &ticket), "all_gather_start after the ring emptied", 3);
-    must(t, b->wait(b, ticket), "wait", 3);
+        must(t, fsdp_coll_wait(b, held[i]), "wait", 3);
+    must(t, fsdp_coll_all_gather_start(b, ring.shard, ring.full, 3, &ticket), "all_gather_start after the ring emptied",
+         3);
+    must(t, fsdp_coll_wait(b, ticket), "wait", 3);
     gather_check(t, &ring, "all_gather_start round the ring", 3, 0);
     if (b->rank == 0)
         printf("%-22s world=%d 5 collectives in flight, 100 start/wait, ring of %d outstanding\n",
                t->label, b->world, started);
 
     caught c = catch_stderr();
-    s = b->wait(b, -1);
+    s = fsdp_coll_wait(b, -1);
     expect_refusal(t, "wait for ticket -1", s, released_stderr(c), FSDP_ERR_UNSUPPORTED,
                    "never issued");
     c = catch_stderr();
-    s = b->wait(b, ticket + 1000);
+    s = fsdp_coll_wait(b, ticket + 1000);
     expect_refusal(t, "wait for a ticket not yet issued", s, released_stderr(c),
                    FSDP_ERR_UNSUPPORTED, "never issued");
 }
@@ -578,18 +580,18 @@ static void check_tickets(suite *t)
  * others' writes seen after node_sync, in every rank's slot. */
 static void check_node(suite *t)
 {
-    fsdp_backend *b = t->b;
+    fsdp_coll *b = t->b;
     int world = b->world, rank = b->rank;
     size_t stride = ((size_t)1 << 20) + 5;
     float *slots = NULL;
     t->checks++;
-    if (b->node_alloc(b, stride * (size_t)world, &slots) != FSDP_OK || !slots) {
+    if (fsdp_coll_node_alloc(b, stride * (size_t)world, &slots) != FSDP_OK || !slots) {
         mismatch(t, "node_alloc", stride * (size_t)world, 0, 0, 1);
         return;
     }
     float *mine = slots + (size_t)rank * stride;
     for (size_t j = 0; j < stride; j++) mine[j] = (float)rank + 0.5f;
-    must(t, b->node_sync(b), "node_sync", stride);
+    must(t, fsdp_coll_node_sync(b), "node_sync", stride);
     for (int q = 0; q < world; q++) {
         float want = (float)q + 0.5f;
         const float *theirs = slots + (size_t)q * stride;
@@ -598,10 +600,10 @@ static void check_node(suite *t)
     }
 }
 
-static int run_suite(fsdp_backend *b, const char *label, int async, const size_t *sizes,
+static int run_suite(fsdp_ctl *h, fsdp_coll *b, const char *label, int async, const size_t *sizes,
                      size_t count)
 {
-    suite t = { .b = b, .async = async };
+    suite t = { .h = h, .b = b, .async = async };
     snprintf(t.label, sizeof t.label, "%s", label);
     for (size_t i = 0; i < count; i++)
         check_size(&t, sizes[i]);
@@ -619,18 +621,21 @@ static int run_suite(fsdp_backend *b, const char *label, int async, const size_t
     return t.failures;
 }
 
-/* The backend's rank, world and name are MPI_COMM_WORLD's and the expected. */
-static int check_identity(const fsdp_backend *b, const char *name)
+/* A backend's rank, world and name (its host control's or its buffer
+ * collectives') are MPI_COMM_WORLD's and the expected. */
+static int check_identity(const char *got, int got_rank, int got_world, const char *name)
 {
     int rank = -1, world = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (b->rank == rank && b->world == world && strcmp(b->name, name) == 0)
+    if (got_rank == rank && got_world == world && strcmp(got, name) == 0)
         return 0;
     fprintf(stderr, "FAIL %s create: rank %d world %d name %s, MPI says %d of %d\n", name,
-            b->rank, b->world, b->name, rank, world);
+            got_rank, got_world, got, rank, world);
     return 1;
 }
+
+#define CHECK_IDENTITY(x, want) check_identity((x)->name, (x)->rank, (x)->world, want)
 
 static int report(int failures, int world)
 {
@@ -647,10 +652,11 @@ static int report(int failures, int world)
 #ifndef FSDP_TEST_DEVICE
 static int run_mpi_suites(int *checked_world)
 {
-    fsdp_backend *b = NULL;
-    if (fsdp_backend_mpi_create(&b) != FSDP_OK)
+    fsdp_ctl *h = NULL;
+    fsdp_coll *b = NULL;
+    if (fsdp_backend_mpi_create(&h, &b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
-    int failures = check_identity(b, "mpi");
+    int failures = CHECK_IDENTITY(b, "mpi") + CHECK_IDENTITY(h, "mpi");
     *checked_world = b->world;
     /* CTest runs every rank on this machine: the shared-memory path unless
      * FSDP_SHM=0 asks for MPI's own collectives. */
@@ -661,12 +667,12 @@ static int run_mpi_suites(int *checked_world)
                 fsdp_backend_mpi_shared_memory(b) ? "on" : "off", want_shm ? "on" : "off");
         failures++;
     }
-    failures += run_suite(b, "mpi", 0, plain_sizes, COUNT(plain_sizes));
-    if ((b->node_alloc != NULL) != want_shm) {
-        fprintf(stderr, "FAIL mpi: node memory %s, expected %s\n", b->node_alloc ? "offered" : "not offered",
+    failures += run_suite(h, b, "mpi", 0, plain_sizes, COUNT(plain_sizes));
+    if (fsdp_coll_maps_node(b) != want_shm) {
+        fprintf(stderr, "FAIL mpi: node memory %s, expected %s\n", fsdp_coll_maps_node(b) ? "offered" : "not offered",
                 want_shm ? "offered" : "not");
         failures++;
-    } else if (b->node_alloc) {
+    } else if (fsdp_coll_maps_node(b)) {
         suite t = { .b = b };
         snprintf(t.label, sizeof t.label, "mpi node memory");
         check_node(&t);
@@ -674,24 +680,27 @@ static int run_mpi_suites(int *checked_world)
                                  t.label, b->world, t.checks);
         failures += t.failures;
     }
-    failures += run_suite(b, "mpi started", 1, plain_sizes, COUNT(plain_sizes));
+    failures += run_suite(h, b, "mpi started", 1, plain_sizes, COUNT(plain_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 1000);
-    failures += run_suite(b, "mpi chunk<=1000", 0, chunk_sizes, COUNT(chunk_sizes));
-    failures += run_suite(b, "mpi started chunk<=1000", 1, chunk_sizes, COUNT(chunk_sizes));
+    failures += run_suite(h, b, "mpi chunk<=1000", 0, chunk_sizes, COUNT(chunk_sizes));
+    failures += run_suite(h, b, "mpi started chunk<=1000", 1, chunk_sizes, COUNT(chunk_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 0); /* clamps to 1 */
-    failures += run_suite(b, "mpi chunk<=1", 0, tiny_sizes, COUNT(tiny_sizes));
-    b->destroy(b);
+    failures += run_suite(h, b, "mpi chunk<=1", 0, tiny_sizes, COUNT(tiny_sizes));
+    fsdp_coll_free(b);
+    fsdp_ctl_free(h);
     return failures;
 }
 
 static int run_self_suite(void)
 {
-    fsdp_backend *b = NULL;
-    if (fsdp_backend_self_create(&b) != FSDP_OK)
+    fsdp_ctl *h = NULL;
+    fsdp_coll *b = NULL;
+    if (fsdp_backend_self_create(&h, &b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
     fsdp_backend_mpi_set_chunk_limit(b, 1000); /* must leave other backends alone */
-    int failures = run_suite(b, "self", 0, plain_sizes, COUNT(plain_sizes));
-    b->destroy(b);
+    int failures = run_suite(h, b, "self", 0, plain_sizes, COUNT(plain_sizes));
+    fsdp_coll_free(b);
+    fsdp_ctl_free(h);
     return failures;
 }
 
@@ -708,29 +717,33 @@ int main(int argc, char **argv)
 #else /* FSDP_TEST_DEVICE: test_collectives_gpu */
 
 /* The MPI backend staged through host memory, every rank on GPU 0 (and, on
- * one rank, the self backend staged the same way). */
+ * one rank, the self backend staged the same way); host control is the
+ * host backend's. */
 static int run_staged_suites(int world)
 {
     cuda_must(cudaSetDevice(0), "cudaSetDevice(0)");
-    fsdp_backend *host = NULL, *b = NULL;
-    if (fsdp_backend_mpi_create(&host) != FSDP_OK || fsdp_backend_staged_create(host, &b) != FSDP_OK)
+    fsdp_ctl *h = NULL;
+    fsdp_coll *host = NULL, *b = NULL;
+    if (fsdp_backend_mpi_create(&h, &host) != FSDP_OK || fsdp_backend_staged_create(host, &b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
-    int failures = check_identity(b, "mpi-staged");
-    if (b->mem != FSDP_MEM_DEVICE || b->all_gather_start || b->reduce_scatter_start || b->wait) {
+    int failures = CHECK_IDENTITY(b, "mpi-staged");
+    if (b->mem != FSDP_MEM_DEVICE || b->iface.all_gather_start || b->iface.reduce_scatter_start || b->iface.wait) {
         fprintf(stderr, "FAIL mpi-staged create: want device memory and no start/wait\n");
         failures++;
     }
-    failures += run_suite(b, "mpi-staged", 0, plain_sizes, COUNT(plain_sizes));
+    failures += run_suite(h, b, "mpi-staged", 0, plain_sizes, COUNT(plain_sizes));
     fsdp_backend_staged_set_stage_limit(b, 1000);
-    failures += run_suite(b, "mpi-staged stage<=1000", 0, chunk_sizes, COUNT(chunk_sizes));
+    failures += run_suite(h, b, "mpi-staged stage<=1000", 0, chunk_sizes, COUNT(chunk_sizes));
     fsdp_backend_staged_set_stage_limit(b, 0); /* clamps to one float per rank */
-    failures += run_suite(b, "mpi-staged stage<=world", 0, tiny_sizes, COUNT(tiny_sizes));
-    b->destroy(b);
+    failures += run_suite(h, b, "mpi-staged stage<=world", 0, tiny_sizes, COUNT(tiny_sizes));
+    fsdp_coll_free(b);
+    fsdp_ctl_free(h);
     if (world == 1) {
-        if (fsdp_backend_self_create(&host) != FSDP_OK || fsdp_backend_staged_create(host, &b) != FSDP_OK)
+        if (fsdp_backend_self_create(&h, &host) != FSDP_OK || fsdp_backend_staged_create(host, &b) != FSDP_OK)
             MPI_Abort(MPI_COMM_WORLD, 2);
-        failures += run_suite(b, "self-staged", 0, plain_sizes, COUNT(plain_sizes));
-        b->destroy(b);
+        failures += run_suite(h, b, "self-staged", 0, plain_sizes, COUNT(plain_sizes));
+        fsdp_coll_free(b);
+        fsdp_ctl_free(h);
     }
     return failures;
 }
@@ -747,17 +760,20 @@ static int run_nccl_suites(int world, int gpus)
         return 0;
     }
     cuda_must(cudaSetDevice(rank), "cudaSetDevice");
-    fsdp_backend *b = NULL, *host = NULL;
-    if (fsdp_backend_mpi_create(&host) != FSDP_OK || fsdp_backend_nccl_create(host, rank, &b) != FSDP_OK)
+    fsdp_ctl *h = NULL;
+    fsdp_coll *b = NULL;
+    if (fsdp_backend_mpi_create(&h, NULL) != FSDP_OK || fsdp_backend_nccl_create(h, rank, &b) != FSDP_OK)
         MPI_Abort(MPI_COMM_WORLD, 2);
-    int failures = check_identity(b, "nccl");
-    if (b->mem != FSDP_MEM_DEVICE || !b->all_gather_start || !b->reduce_scatter_start || !b->wait) {
+    int failures = CHECK_IDENTITY(b, "nccl");
+    if (b->mem != FSDP_MEM_DEVICE || !b->iface.all_gather_start || !b->iface.reduce_scatter_start ||
+        !b->iface.wait) {
         fprintf(stderr, "FAIL nccl create: want device memory and start/wait\n");
         failures++;
     }
-    failures += run_suite(b, "nccl", 0, plain_sizes, COUNT(plain_sizes));
-    failures += run_suite(b, "nccl start/wait", 1, plain_sizes, COUNT(plain_sizes));
-    b->destroy(b);
+    failures += run_suite(h, b, "nccl", 0, plain_sizes, COUNT(plain_sizes));
+    failures += run_suite(h, b, "nccl start/wait", 1, plain_sizes, COUNT(plain_sizes));
+    fsdp_coll_free(b);
+    fsdp_ctl_free(h);
     return failures;
 }
 

@@ -91,35 +91,55 @@ Test(watch, timeout_values, .init = cr_redirect_stderr)
         cr_assert_eq(fsdp_watch_parse(bad[i], &s), FSDP_ERR_CONFIG, "%s", bad[i]);
 }
 
-/* The watched backend forwards the host operations, agreement's maxima
- * included; a world of one changes nothing. */
+/* The watched host control forwards the host operations, agreement's
+ * maxima included; a world of one changes nothing. */
 Test(watch, wraps_the_host_operations)
 {
-    fsdp_backend *self = NULL, *be = NULL;
-    cr_assert_eq(fsdp_backend_self_create(&self), FSDP_OK);
-    cr_assert_eq(fsdp_watch_wrap(self, &be), FSDP_OK);
+    fsdp_ctl *self = NULL, *be = NULL;
+    cr_assert_eq(fsdp_backend_self_create(&self, NULL), FSDP_OK);
+    be = self;
+    cr_assert_eq(fsdp_watch_wrap(&be, NULL), FSDP_OK);
+    cr_assert(be != self && be->world == 1);
     uint64_t v[3] = { 1, UINT64_MAX, 7 }, lo = 0, hi = 0;
-    cr_assert_eq(be->max_u64(be, v, 3), FSDP_OK);
+    cr_assert_eq(fsdp_ctl_max_u64(be, v, 3), FSDP_OK);
     cr_assert(v[0] == 1 && v[1] == UINT64_MAX && v[2] == 7);
-    cr_assert_eq(be->min_max_u64(be, 5, &lo, &hi), FSDP_OK);
+    cr_assert_eq(fsdp_ctl_min_max_u64(be, 5, &lo, &hi), FSDP_OK);
     cr_assert(lo == 5 && hi == 5);
     double d = 2.5;
-    cr_assert_eq(be->sum_f64(be, &d, 1), FSDP_OK);
+    cr_assert_eq(fsdp_ctl_sum_f64(be, &d, 1), FSDP_OK);
     cr_assert_eq(d, 2.5);
-    cr_assert_eq(be->barrier(be), FSDP_OK);
-    be->destroy(be);
+    cr_assert_eq(fsdp_ctl_barrier(be), FSDP_OK);
+    int leader = -1;
+    cr_assert_eq(fsdp_ctl_host_leaders(be, &leader), FSDP_OK);
+    cr_assert_eq(leader, 0);
+    fsdp_ctl_free(be);
+}
+
+/* The watched buffer collectives offer what the inner ones offer, no more:
+ * the engine's questions get the inner backend's answers. */
+Test(watch, wraps_the_buffer_collectives)
+{
+    fsdp_coll *b = NULL;
+    cr_assert_eq(fsdp_backend_null_create(2, NULL, &b), FSDP_OK);
+    cr_assert_eq(fsdp_watch_wrap(NULL, &b), FSDP_OK);
+    cr_assert(b->world == 2 && b->starts_block && fsdp_coll_maps_node(b) && b->iface.all_gather_start);
+    fsdp_coll_free(b);
+    cr_assert_eq(fsdp_backend_self_create(NULL, &b), FSDP_OK);
+    cr_assert_eq(fsdp_watch_wrap(NULL, &b), FSDP_OK);
+    cr_assert(!fsdp_coll_maps_node(b) && !b->iface.all_gather_start && !b->iface.wait);
+    fsdp_coll_free(b);
 }
 
 /* Without MPI (the self backend) there is nobody to disagree with: the
  * rank's own verdict. */
 Test(agree, start_without_mpi_is_local)
 {
-    fsdp_backend *be = NULL;
-    cr_assert_eq(fsdp_backend_self_create(&be), FSDP_OK);
+    fsdp_ctl *be = NULL;
+    cr_assert_eq(fsdp_backend_self_create(&be, NULL), FSDP_OK);
     fsdp_agree_flag f = { "-seed", 1, "1" };
     cr_assert_eq(fsdp_agree_start(be, FSDP_OK, &f, 1), FSDP_OK);
     cr_assert_eq(fsdp_agree_start(be, FSDP_ERR_CONFIG, &f, 1), FSDP_ERR_CONFIG);
-    be->destroy(be);
+    fsdp_ctl_free(be);
 }
 
 /* -fsdp-plan's stand-in (fsdp_backend_null.c): every operation offered and
@@ -127,30 +147,62 @@ Test(agree, start_without_mpi_is_local)
  * node memory real. */
 Test(null_backend, offers_everything_moves_nothing, .init = cr_redirect_stderr)
 {
-    fsdp_backend *be = NULL;
-    cr_assert_eq(fsdp_backend_null_create(4, &be), FSDP_OK);
+    fsdp_ctl *h = NULL;
+    fsdp_coll *be = NULL;
+    cr_assert_eq(fsdp_backend_null_create(4, &h, &be), FSDP_OK);
     cr_assert(be->rank == 0 && be->world == 4 && be->starts_block);
-    cr_assert(be->all_gather && be->reduce_scatter && be->all_reduce && be->broadcast && be->min_max_u64 &&
-              be->max_u64 && be->sum_f64 && be->barrier && be->all_gather_start && be->reduce_scatter_start &&
-              be->wait && be->node_alloc && be->node_sync && be->destroy);
-    cr_assert(!fsdp_backend_starts_all_gather(be) && !fsdp_backend_starts_reduce_scatter(be));
+    cr_assert(h->rank == 0 && h->world == 4);
+    cr_assert(be->iface.all_gather && be->iface.reduce_scatter && be->iface.all_reduce && h->iface.broadcast &&
+              h->iface.min_max_u64 && h->iface.max_u64 && h->iface.sum_f64 && h->iface.barrier &&
+              h->iface.host_leaders && be->iface.all_gather_start && be->iface.reduce_scatter_start &&
+              be->iface.wait && be->iface.node_alloc && be->iface.node_sync && be->iface.free && h->iface.free);
+    cr_assert(!fsdp_coll_starts_all_gather(be) && !fsdp_coll_starts_reduce_scatter(be));
     float full[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, shard[2] = { 9, 9 };
-    cr_assert_eq(be->all_gather(be, shard, full, 2), FSDP_OK);
-    cr_assert_eq(be->reduce_scatter(be, full, shard, 2), FSDP_OK);
+    cr_assert_eq(fsdp_coll_all_gather(be, shard, full, 2), FSDP_OK);
+    cr_assert_eq(fsdp_coll_reduce_scatter(be, full, shard, 2), FSDP_OK);
     cr_assert(full[0] == 1 && full[7] == 8 && shard[0] == 9 && shard[1] == 9);
-    cr_assert_neq(be->all_gather(be, full + 1, full, 2), FSDP_OK);   /* overlapping, not in place */
-    cr_assert_neq(be->broadcast(be, full, 4, 4), FSDP_OK);          /* no rank 4 */
+    cr_assert_neq(fsdp_coll_all_gather(be, full + 1, full, 2), FSDP_OK);   /* overlapping, not in place */
+    cr_assert_neq(fsdp_ctl_broadcast(h, full, 4, 4), FSDP_OK);          /* no rank 4 */
     int ticket = -1, last = -1;
-    for (int k = 0; k < FSDP_TICKETS; ++k) cr_assert_eq(be->all_gather_start(be, shard, full, 2, &last), FSDP_OK);
-    cr_assert_neq(be->reduce_scatter_start(be, full, shard, 2, &ticket), FSDP_OK);   /* the ring is full */
-    cr_assert_eq(be->wait(be, last), FSDP_OK);
-    cr_assert_eq(be->reduce_scatter_start(be, full, shard, 2, &ticket), FSDP_OK);
-    cr_assert_eq(be->wait(be, ticket), FSDP_OK);
+    for (int k = 0; k < FSDP_TICKETS; ++k) cr_assert_eq(fsdp_coll_all_gather_start(be, shard, full, 2, &last), FSDP_OK);
+    cr_assert_neq(fsdp_coll_reduce_scatter_start(be, full, shard, 2, &ticket), FSDP_OK);   /* the ring is full */
+    cr_assert_eq(fsdp_coll_wait(be, last), FSDP_OK);
+    cr_assert_eq(fsdp_coll_reduce_scatter_start(be, full, shard, 2, &ticket), FSDP_OK);
+    cr_assert_eq(fsdp_coll_wait(be, ticket), FSDP_OK);
     float *node = NULL;
-    cr_assert_eq(be->node_alloc(be, 1000, &node), FSDP_OK);
+    cr_assert_eq(fsdp_coll_node_alloc(be, 1000, &node), FSDP_OK);
     cr_assert(node != NULL && node[0] == 0 && node[999] == 0);
     node[999] = 1;
-    be->destroy(be);
+    int leader[4] = { -1, -1, -1, -1 };
+    cr_assert_eq(fsdp_ctl_host_leaders(h, leader), FSDP_OK);   /* one machine */
+    cr_assert(leader[0] == 0 && leader[1] == 0 && leader[2] == 0 && leader[3] == 0);
+    fsdp_coll_free(be);
+    fsdp_ctl_free(h);
+}
+
+/* Where a backend cannot start collectives or map node memory, the
+ * dispatch stands in: a start is the blocking call with a ticket that is
+ * done, node memory a clear refusal. */
+Test(dispatch, stands_in_for_optional_operations, .init = cr_redirect_stderr)
+{
+    fsdp_coll *b = NULL;
+    cr_assert_eq(fsdp_backend_self_create(NULL, &b), FSDP_OK);
+    cr_assert(!fsdp_coll_starts_all_gather(b) && !fsdp_coll_starts_reduce_scatter(b) && !fsdp_coll_maps_node(b));
+    float full[3] = { 1, 2, 3 }, shard[3] = { 0, 0, 0 };
+    int ticket = -1;
+    cr_assert_eq(fsdp_coll_all_gather_start(b, shard, full, 3, &ticket), FSDP_OK);
+    cr_assert(ticket == FSDP_TICKET_DONE && full[0] == 0 && full[2] == 0);   /* gathered already */
+    cr_assert_eq(fsdp_coll_wait(b, ticket), FSDP_OK);
+    full[1] = 7;
+    cr_assert_eq(fsdp_coll_reduce_scatter_start(b, full, shard, 3, &ticket), FSDP_OK);
+    cr_assert(ticket == FSDP_TICKET_DONE && shard[1] == 7);
+    cr_assert_eq(fsdp_coll_wait(b, ticket), FSDP_OK);
+    cr_assert_eq(fsdp_coll_wait(b, 0), FSDP_ERR_UNSUPPORTED);   /* never issued */
+    float *node = full;
+    cr_assert_eq(fsdp_coll_node_alloc(b, 10, &node), FSDP_ERR_UNSUPPORTED);
+    cr_assert_null(node);
+    cr_assert_eq(fsdp_coll_node_sync(b), FSDP_ERR_UNSUPPORTED);
+    fsdp_coll_free(b);
 }
 
 static char *nested(int levels)
@@ -191,6 +243,22 @@ Test(hosts, bytes_to_other_hosts)
         cr_assert_eq(fsdp_hosts_bytes_out(&two, r, 1600, 10), 1600 / 4 * 2 + 10 * 2);
         cr_assert_eq(fsdp_hosts_bytes_out(&one, r, 1600, 10), 0);
     }
+}
+
+/* A rank's place on its machine picks its GPU; machines as host control
+ * tells them (a lone rank's: one machine). */
+Test(hosts, local_rank_and_find)
+{
+    fsdp_hosts two = { 4, 2, round_robin };
+    cr_assert(fsdp_hosts_local_rank(&two, 0) == 0 && fsdp_hosts_local_rank(&two, 1) == 0 &&
+              fsdp_hosts_local_rank(&two, 2) == 1 && fsdp_hosts_local_rank(&two, 3) == 1);
+    fsdp_ctl *lone = NULL;
+    fsdp_hosts h;
+    cr_assert_eq(fsdp_backend_null_create(3, &lone, NULL), FSDP_OK);
+    cr_assert_eq(fsdp_hosts_find(lone, &h), FSDP_OK);
+    cr_assert(h.world == 3 && h.nhosts == 1 && fsdp_hosts_local_rank(&h, 2) == 2);
+    fsdp_hosts_free(&h);
+    fsdp_ctl_free(lone);
 }
 
 /* note TIMEOUT [TIME INTVL PROBES]: rank 0's keepalive note for ranks on

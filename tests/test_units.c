@@ -263,14 +263,15 @@ Test(stepplan, a_frozen_trunk_a_head_that_stays_and_prefetch)
 
 /* ---- flat layout and padding -------------------------------------------- */
 
-static fsdp_status no_bcast(fsdp_backend *b, void *buf, size_t n, int root) { return FSDP_OK; }
+static fsdp_status no_bcast(fsdp_ctl *b, void *buf, size_t n, int root) { return FSDP_OK; }
 
 Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
 {
     /* Two tensors, 10 and 7 floats (17), three ranks: shards of 6, one pad float. */
-    fsdp_backend be = { .name = "fake", .rank = 2, .world = 3, .broadcast = no_bcast };
+    fsdp_ctl be = { .iface.broadcast = no_bcast, .name = "fake", .rank = 2, .world = 3 };
+    fsdp_coll dbe = { .name = "fake", .rank = 2, .world = 3 };
     fsdp_mem_ctx mem = { .align = 1 };
-    fsdp_flat_ctx c = { &mem, &be, &be };
+    fsdp_flat_ctx c = { &mem, &be, &dbe };
     fsdp_flat_kind kind = { .sharded = 1, .state = 1 };
     layer l = {0};
     l.weights = calloc(10, sizeof(float));
@@ -300,9 +301,10 @@ Test(flat, aligned_tensors_and_shards)
     /* Device layout (mem.align) on the host: tensors of 10 and 7 floats at
      * multiples of 8 floats: 0..9, gap 10..15, 16..22; two ranks, shards of
      * 12 rounded up to 16. */
-    fsdp_backend be = { .name = "fake", .rank = 1, .world = 2, .broadcast = no_bcast };
+    fsdp_ctl be = { .iface.broadcast = no_bcast, .name = "fake", .rank = 1, .world = 2 };
+    fsdp_coll dbe = { .name = "fake", .rank = 1, .world = 2 };
     fsdp_mem_ctx mem = { .align = 8 };
-    fsdp_flat_ctx c = { &mem, &be, &be };
+    fsdp_flat_ctx c = { &mem, &be, &dbe };
     fsdp_flat_kind kind = { .sharded = 1, .state = 1 };
     layer l = {0};
     l.weights = calloc(10, sizeof(float));
