@@ -106,7 +106,7 @@ if(FSDP_CUDNN)
 endif()
 
 # --- What the plugin needs ----------------------------------------------------
-# fsdp_core is defined later (cmake/plugin.cmake) and does not link
+# The plugin's libraries are defined later (cmake/plugin.cmake) and do not link
 # darknet_lib (Darknet's symbols come from the executable), so it gets CUDA's
 # headers, cuDNN's (darknet.h includes cudnn.h under CUDNN) and NCCL from this
 # interface target.  cudart is the same shared library darknet links.

@@ -9,6 +9,7 @@
 #include "darknet_plugin.h"
 #include "fsdp_agree.h"
 #include "fsdp_backend.h"
+#include "fsdp_cuda_backends.h"
 #include "fsdp_bn.h"
 #include "fsdp_ckpt.h"
 #include "fsdp_commands.h"

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <mpi.h>
 #include "fsdp_backend.h"
+#include "fsdp_cuda_backends.h"
 #ifdef FSDP_BENCH_DEVICE
 #include <cuda_runtime.h>
 #include "gpu_test.h"

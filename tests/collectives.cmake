@@ -1,7 +1,7 @@
 # Backends: collectives checked on 1 to 4 ranks, a bandwidth table
 # (bench_collectives, run by hand, not by CTest), and the shard arithmetic.
 add_executable(test_collectives test_collectives.c)
-target_link_libraries(test_collectives PRIVATE fsdp_core MPI::MPI_C m)
+target_link_libraries(test_collectives PRIVATE fsdp_plugin MPI::MPI_C m)
 target_compile_options(test_collectives PRIVATE -Wall -Wextra)
 foreach(np 1 2 3 4)
   fsdp_mpi_test(collectives_np${np} ${np} test_collectives)
@@ -9,7 +9,7 @@ foreach(np 1 2 3 4)
   set_tests_properties(collectives_np${np} PROPERTIES TIMEOUT 300)
 endforeach()
 # MPI's own reduce-scatter and all-reduce, as between nodes: ranks on one
-# machine otherwise take the shared-memory path (plugin/fsdp_shm.h).
+# machine otherwise take the shared-memory path (plugin/comm/fsdp_shm.h).
 foreach(np 2 3)
   fsdp_mpi_test(collectives_noshm_np${np} ${np} test_collectives)
   set_tests_properties(collectives_noshm_np${np} PROPERTIES TIMEOUT 300
@@ -17,7 +17,7 @@ foreach(np 2 3)
 endforeach()
 
 add_executable(bench_collectives bench_collectives.c)
-target_link_libraries(bench_collectives PRIVATE fsdp_core MPI::MPI_C)
+target_link_libraries(bench_collectives PRIVATE fsdp_plugin MPI::MPI_C)
 target_compile_options(bench_collectives PRIVATE -Wall -Wextra)
 
 fsdp_unit_test(test_shard_math test_shard_math.c)

@@ -17,7 +17,7 @@ fsdp_script_test(equiv_keep_np2 test_equivalence.sh residual 2 keep)
 fsdp_script_test(equiv_auto_group_np3 test_equivalence.sh auto 3)
 
 # As between two hosts: no shared-memory transport (TCP over loopback only)
-# and no shared-memory collectives (plugin/fsdp_shm.h), so MPI's own
+# and no shared-memory collectives (plugin/comm/fsdp_shm.h), so MPI's own
 # all-gather, reduce-scatter and all-reduce carry every byte.
 # (Open MPI takes MCA parameters from OMPI_MCA_* in the environment.)
 set(FSDP_TCP_ENV ${FSDP_TEST_ENV} FSDP_SHM=0 OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=lo)

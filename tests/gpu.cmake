@@ -9,7 +9,7 @@ endif()
 
 # A plain program, not Criterion: Criterion forks, and CUDA does not survive a fork.
 add_executable(test_kernels_gpu test_kernels_gpu.c)
-target_link_libraries(test_kernels_gpu PRIVATE fsdp_core m)
+target_link_libraries(test_kernels_gpu PRIVATE fsdp_plugin m)
 target_compile_options(test_kernels_gpu PRIVATE -Wall -Wextra)
 add_test(NAME kernels_gpu COMMAND test_kernels_gpu)
 set_tests_properties(kernels_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
@@ -21,7 +21,7 @@ set_tests_properties(kernels_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEO
 # regular expression makes the skip certain whatever mpirun does with it.
 add_executable(test_collectives_gpu test_collectives.c)
 target_compile_definitions(test_collectives_gpu PRIVATE FSDP_TEST_DEVICE)
-target_link_libraries(test_collectives_gpu PRIVATE fsdp_core MPI::MPI_C m)
+target_link_libraries(test_collectives_gpu PRIVATE fsdp_plugin MPI::MPI_C m)
 target_compile_options(test_collectives_gpu PRIVATE -Wall -Wextra)
 foreach(np 1 2)
   fsdp_mpi_test(collectives_gpu_np${np} ${np} test_collectives_gpu)
@@ -31,5 +31,5 @@ endforeach()
 
 add_executable(bench_collectives_gpu bench_collectives.c)
 target_compile_definitions(bench_collectives_gpu PRIVATE FSDP_BENCH_DEVICE)
-target_link_libraries(bench_collectives_gpu PRIVATE fsdp_core MPI::MPI_C)
+target_link_libraries(bench_collectives_gpu PRIVATE fsdp_plugin MPI::MPI_C)
 target_compile_options(bench_collectives_gpu PRIVATE -Wall -Wextra)

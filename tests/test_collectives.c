@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "fsdp_backend.h"
+#include "fsdp_cuda_backends.h"
 #ifdef FSDP_TEST_DEVICE
 #include <cuda_runtime.h>
 #include "gpu_test.h"

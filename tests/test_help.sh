@@ -20,8 +20,8 @@ done
 help=$("$DN" -plugin "$PLUGIN" -fsdp-help 2>&1) && rc=0 || rc=$?
 check "-fsdp-help exits 0 ($rc)" [ "$rc" = 0 ]
 # Every flag the plugin's source names, and every key fsdp_cfg.c compares.
-flags=$(grep -ohE '"-fsdp-[a-z0-9-]+"' "$S"/plugin/*.c | tr -d '"' | sort -u)
-keys=$(grep -ohE 'strcmp\(key, "[A-Za-z0-9_]+"\)' "$S/plugin/fsdp_cfg.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u)
+flags=$(grep -ohE '"-fsdp-[a-z0-9-]+"' "$S"/plugin/*.c "$S"/plugin/*/*.c | tr -d '"' | sort -u)
+keys=$(grep -ohE 'strcmp\(key, "[A-Za-z0-9_]+"\)' "$S/plugin/core/fsdp_cfg.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u)
 [ -n "$flags" ] && [ -n "$keys" ] || fail "found no flags or keys in the source"
 for f in $flags; do
   check "-fsdp-help explains $f on one line" grep -qE "^  $f( [^ ]+)? +[A-Za-z0-9].{10,}" <<< "$help"

@@ -134,7 +134,7 @@ equiv)
   check "machine b given another cfg: refused by name ($said lines), exit $rc, no weights written" \
     [ "$rc" != 0 -a "$rc" != 124 -a "$said" -ge 1 -a -z "$(ls "$D/backup")" ]
   # A slow link: the same floats, later (2 ranks: start-up's warm-up
-  # collectives, plugin/fsdp_memplan.c, grow with the world).
+  # collectives, plugin/engine/fsdp_memplan.c, grow with the world).
   test_cfg tiny $((b * 2)) shard=full > /dev/null
   cp "$WORK/tiny-$((b * 2)).cfg" "$WORK/tiny.cfg"
   train_2h "$WORK/fast2.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 5 || fail "shard=full on 2 ranks ran"

@@ -70,8 +70,8 @@ for page in "$S"/docs/*.md; do
 done
 
 # Pages the plugin's messages and the tools point users to.
-for p in $(grep -ohE 'docs/[A-Za-z0-9_-]+\.md' "$S"/plugin/*.[ch] "$S"/tools/* | sort -u); do
+for p in $(grep -ohE 'docs/[A-Za-z0-9_-]+\.md' "$S"/plugin/*.[ch] "$S"/plugin/*/*.[ch] "$S"/tools/* | sort -u); do
   names_path "the plugin or a tool" "$p"
 done
-check_not "no plugin message points to a README section" grep -qE 'README: ' "$S"/plugin/*.[ch]
+check_not "no plugin message points to a README section" grep -qE 'README: ' "$S"/plugin/*.[ch] "$S"/plugin/*/*.[ch]
 finish

@@ -21,7 +21,7 @@
 
 #include <stdlib.h>
 #include <cuda_runtime.h>
-#include "fsdp_backend.h"
+#include "fsdp_cuda_backends.h"
 #include "fsdp_cuda.h"
 
 #define STAGE_FLOATS_DEFAULT ((size_t)1 << 24)

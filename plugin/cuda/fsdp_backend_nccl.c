@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include "fsdp_backend.h"
+#include "fsdp_cuda_backends.h"
 #include "fsdp_cuda.h"
 
 #define ncclCheck(call) do { \
