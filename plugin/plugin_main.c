@@ -155,9 +155,15 @@ static int h_built(void *c, network *net, const char *cfg)
         s = fsdp_ckpt_read(e, net, run.weights_file, agreement.size, agreement.hash);
     return to_dn(s);
 }
+/* A recomputed group's forward replays its batch norm's global statistics
+ * (fsdp_recompute.h); every other forward reduces them. */
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
-    return to_dn(fsdp_bn_sync(&bn, net, layer, what, x, channels, count));
+    fsdp_engine *e = c;
+    if (fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels)) return DN_OK;
+    fsdp_status s = fsdp_bn_sync(&bn, net, layer, what, x, channels, count);
+    if (s == FSDP_OK) fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
+    return to_dn(s);
 }
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
@@ -221,7 +227,8 @@ static int h_resized(void *c, network *net)
     fsdp_engine *e = c;
     if (e->net != net || !e->plan.need_bwd) return DN_OK;
     fsdp_deltas_drop_unneeded(&e->plan, net);
-    return to_dn(fsdp_acts_resized(&e->acts, &e->mem, net));
+    fsdp_status s = fsdp_acts_resized(&e->acts, &e->mem, net);
+    return to_dn(s == FSDP_OK ? fsdp_recompute_resized(&e->rc, &e->mem, net) : s);
 }
 /* Rank 0's stats file, once, while the groups still exist. */
 static fsdp_status write_stats(const fsdp_engine *e)
@@ -541,6 +548,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     /* Training commands only: some others read a layer's output after the
      * forward pass (fsdp_acts.h). */
     if (s == FSDP_OK) engine.acts.enabled = fsdp_command_trains_exactly(*argc, argv) && fsdp_acts_wanted();
+    engine.rc.enabled = fsdp_command_trains_exactly(*argc, argv);
     run.checkpoint = flags.checkpoint;
     run.resume = flags.resume;
     if (s == FSDP_OK && flags.stats) run.stats_path = strdup(flags.stats);

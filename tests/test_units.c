@@ -186,7 +186,7 @@ static const char *render(const fsdp_step_plan *sp, const fsdp_layout_plan *lp, 
 {
     static char out[1024];
     static const char *kind[] = { "unshard", "prefetch", "reshard", "grad_point", "grad_unpoint", "reduce",
-                                  "settle", "step" };
+                                  "settle", "step", "acts_in", "acts_out", "recompute" };
     static const char *when[] = { "", " [training]", " [inference]", " [last micro]", " [not last micro]" };
     int n;
     const fsdp_op *ops = i < 0 ? fsdp_step_plan_update(sp, &n) : fsdp_step_plan_at(sp, i, at, &n);
@@ -251,6 +251,24 @@ Test(stepplan, a_frozen_trunk_a_head_that_stays_and_prefetch)
                      "reshard trunk.train, reshard trunk.frozen, step mid.train, reshard mid.train, reshard mid.frozen, "
                      "step head.train, reshard head.train, reshard head.frozen");
     fsdp_step_plan_free(&sp);
+    /* A recomputed group: its inner activations into the arena for its
+     * forward and out after it; before its backward, once gathered, its
+     * forward again; out after its backward. */
+    unsigned char recompute[8] = { 0 };
+    recompute[mid] = 1;
+    in.recompute = recompute;
+    cr_assert_eq(fsdp_step_plan_build(&sp, &in), FSDP_OK);
+    cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_FORWARD_BEFORE),
+                     "unshard mid.train, unshard mid.frozen, acts_in mid.train, prefetch head.train, prefetch head.frozen");
+    cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_FORWARD_AFTER),
+                     "acts_out mid.train, reshard mid.frozen, reshard mid.train");
+    cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_BACKWARD_BEFORE),
+                     "unshard mid.train, recompute mid.train, grad_point mid.train");
+    cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_BACKWARD_AFTER),
+                     "reduce mid.train [last micro], grad_unpoint mid.train [not last micro], acts_out mid.train, "
+                     "reshard mid.train, reshard mid.frozen");
+    fsdp_step_plan_free(&sp);
+    in.recompute = NULL;
     /* reshard_after_forward=0: every group stays, and backward prefetches nothing. */
     in.reshard_after_forward = 0;
     cr_assert_eq(fsdp_step_plan_build(&sp, &in), FSDP_OK);

@@ -159,8 +159,8 @@ static void refuse_plugin_flags(int argc, char **argv)
 /* The darknet-fsdp plugin's cfg keys, when no loaded plugin claimed them.
  * frozen=1 changes what training computes, so training without the plugin
  * must not go on as if it were not there (dn_plugin_train_check); shard
- * keys and sync_bn only say how ranks share the work, and one process
- * computes the same without them. */
+ * keys, sync_bn and recompute only say how ranks share the work and what
+ * they keep, and one process computes the same without them. */
 static char *frozen_at = 0;   /* "file:line: frozen=V" of the first one */
 
 int dn_plugin_unclaimed_key(const char *file, int line, const char *key, const char *val)
@@ -174,7 +174,8 @@ int dn_plugin_unclaimed_key(const char *file, int line, const char *key, const c
         }
         return 1;
     }
-    if(strncmp(key, "shard", 5) == 0 || strcmp(key, "reshard_after_forward") == 0 || strcmp(key, "sync_bn") == 0){
+    if(strncmp(key, "shard", 5) == 0 || strcmp(key, "reshard_after_forward") == 0 || strcmp(key, "sync_bn") == 0 ||
+       strcmp(key, "recompute") == 0){
         if(!noted){
             fprintf(stderr, "%s:%d: note: %s=%s and the other sharding keys take effect only with the "
                     "darknet-fsdp plugin (-plugin PATH); without it this process runs the network unsharded\n",

@@ -125,8 +125,14 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
         c->auto_group_set = 1;
         return 1;
     }
+    if (!strcmp(key, "recompute")) {
+        if (!parse_bool(val, &c->recompute))
+            return error(c, file, line, "recompute=%s: expected 0 or 1", val);
+        c->recompute_line = line;
+        return 1;
+    }
     const fsdp_cfg_key *k = fsdp_cfg_key_find(key);
-    if (k && k->where == FSDP_KEY_LAYER)
+    if (k && !(k->where & FSDP_KEY_NET))
         return error(c, file, line, "%s is a layer key; it has no meaning in [net]", key);
     if (!strncmp(key, "shard_", 6))
         return error(c, file, line, "unknown key %s (known: %s)", key, fsdp_cfg_keys_known(FSDP_KEY_NET));
@@ -136,6 +142,13 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
 static int layer_option(fsdp_cfg *c, const char *file, int line, int layer, const char *key, const char *val)
 {
     int is_frozen = !strcmp(key, "frozen"), is_group = !strcmp(key, "shard_group");
+    if (!strcmp(key, "recompute")) {
+        fsdp_layer_cfg *l = layer_cfg(c, layer);
+        if (!l) return error(c, file, line, "out of memory reading %s", key);
+        if (!parse_bool(val, &l->recompute)) return error(c, file, line, "recompute=%s: expected 0 or 1", val);
+        l->recompute_line = line;
+        return 1;
+    }
     if (!is_frozen && !is_group) {
         if (!strncmp(key, "shard", 5) || fsdp_cfg_key_find(key))
             return error(c, file, line, "unknown layer key %s (layers take %s; the others belong in [net])", key,

@@ -14,6 +14,8 @@ typedef struct fsdp_layer_cfg {
     int frozen_line;  /* where frozen was given, for errors */
     char *group;      /* NULL: the root group */
     int group_line;   /* where shard_group was given, for errors */
+    int recompute;    /* recompute=1: its group recomputes its activations in backward */
+    int recompute_line;
 } fsdp_layer_cfg;
 
 typedef struct fsdp_cfg {
@@ -26,6 +28,8 @@ typedef struct fsdp_cfg {
     long auto_group;           /* 0: off */
     int auto_group_set;        /* the cfg names shard_auto_group (0 included) */
     int sync_bn;               /* batch norm on the global batch statistics (default 1) */
+    int recompute;             /* [net] recompute=1: every group that can recomputes */
+    int recompute_line;
     fsdp_layer_cfg *layers;    /* grown as layers are seen */
     int nlayers;
     int cap;
@@ -40,12 +44,13 @@ void fsdp_cfg_free(fsdp_cfg *c);
 int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer,
                     const char *key, const char *val);
 /* The plugin's keys, with one line of help each (fsdp_cfg_keys.c). */
-typedef enum { FSDP_KEY_LAYER = 0, FSDP_KEY_NET = 1 } fsdp_key_where;
+/* Where a key may stand: a layer's section, [net], or both (a mask). */
+typedef enum { FSDP_KEY_LAYER = 1, FSDP_KEY_NET = 2, FSDP_KEY_BOTH = 3 } fsdp_key_where;
 typedef struct fsdp_cfg_key {
     const char *name;
     fsdp_key_where where;
     const char *values;   /* for help: "0|1", "N", ... */
-    const char *help;
+    const char *help;     /* where the key stands in both: what it means in a layer, then in [net] */
 } fsdp_cfg_key;
 extern const fsdp_cfg_key fsdp_cfg_keys[];
 extern const int fsdp_ncfg_keys;

@@ -21,6 +21,9 @@ const fsdp_cfg_key fsdp_cfg_keys[] = {
       "put ungrouped layers into groups auto0, auto1, ... of at least N parameters; 0: none (default: where the cfg names no group, a 16th of the model, at least 1000000)" },
     { "sync_bn", FSDP_KEY_NET, "1|0",
       "trainable batch norm normalises with the global batch's statistics (default 1); 0: each rank's own" },
+    { "recompute", FSDP_KEY_BOTH, "0|1",
+      "1: the layer's group keeps only its output between forward and backward and runs its forward again "
+      "before its backward (activation checkpointing; default 0); in [net], every group that can" },
 };
 const int fsdp_ncfg_keys = (int)(sizeof fsdp_cfg_keys / sizeof fsdp_cfg_keys[0]);
 
@@ -37,7 +40,7 @@ const char *fsdp_cfg_keys_known(fsdp_key_where where)
     char *out = list[where == FSDP_KEY_NET];
     if (out[0]) return out;
     for (int i = 0; i < fsdp_ncfg_keys; ++i) {
-        if (fsdp_cfg_keys[i].where != where) continue;
+        if (!(fsdp_cfg_keys[i].where & where)) continue;
         if (out[0]) strncat(out, ", ", sizeof list[0] - strlen(out) - 1);
         strncat(out, fsdp_cfg_keys[i].name, sizeof list[0] - strlen(out) - 1);
     }

@@ -87,11 +87,14 @@ static fsdp_status forward_ops(builder *b, const fsdp_step_inputs *in, int i, fs
     const fsdp_layout_plan *lp = in->layout;
     for (int k = 0; k < p->ngroups; ++k) {
         const fsdp_step_group *g = &p->groups[k];
+        int recomputed = in->recompute && in->recompute[k];
         if (a == FSDP_AT_FORWARD_BEFORE && lp->groups[k].span_first == i) {
             FSDP_TRY(add(b, FSDP_OP_UNSHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 0));
             FSDP_TRY(add(b, FSDP_OP_UNSHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_FROZEN, 0));
+            if (recomputed) FSDP_TRY(add(b, FSDP_OP_ACTS_IN, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 0));
         }
         if (a == FSDP_AT_FORWARD_AFTER && lp->groups[k].span_last == i) {
+            if (recomputed) FSDP_TRY(add(b, FSDP_OP_ACTS_OUT, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 0));
             /* What backward needs stays; frozen parameters nobody needs
              * in backward never do. */
             int frozen_stays = g->stays_gathered && g->frozen_bwd;
@@ -123,6 +126,8 @@ static fsdp_status backward_ops(builder *b, const fsdp_step_inputs *in, int i, f
     if (a == FSDP_AT_BACKWARD_BEFORE && i == g->bwd_hi) {
         FSDP_TRY(add(b, FSDP_OP_UNSHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         if (g->frozen_bwd) FSDP_TRY(add(b, FSDP_OP_UNSHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_FROZEN, 1));
+        /* A recomputed group's layers all need backward: its span is its backward's. */
+        if (in->recompute && in->recompute[k]) FSDP_TRY(add(b, FSDP_OP_RECOMPUTE, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         FSDP_TRY(add(b, FSDP_OP_GRAD_POINT, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         /* Under reshard_after_forward=0 every group is still gathered. */
         int next = in->prefetch && in->reshard_after_forward ? next_backward(p, i) : -1;
@@ -134,6 +139,7 @@ static fsdp_status backward_ops(builder *b, const fsdp_step_inputs *in, int i, f
     if (a == FSDP_AT_BACKWARD_AFTER && i == g->bwd_lo) {
         FSDP_TRY(add(b, FSDP_OP_REDUCE, FSDP_WHEN_LAST_MICRO, k, FSDP_FLAT_TRAIN, 1));
         FSDP_TRY(add(b, FSDP_OP_GRAD_UNPOINT, FSDP_WHEN_NOT_LAST_MICRO, k, FSDP_FLAT_TRAIN, 1));
+        if (in->recompute && in->recompute[k]) FSDP_TRY(add(b, FSDP_OP_ACTS_OUT, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         if (k != 0) {   /* the root keeps its parameters through the step */
             FSDP_TRY(add(b, FSDP_OP_RESHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
             FSDP_TRY(add(b, FSDP_OP_RESHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_FROZEN, 1));

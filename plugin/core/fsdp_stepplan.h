@@ -31,6 +31,9 @@ typedef enum fsdp_op_kind {
     FSDP_OP_REDUCE,        /* settle the reduce in flight, reduce this gradient, step it once reduced */
     FSDP_OP_SETTLE,        /* the update: wait for the reduce in flight and step its group */
     FSDP_OP_STEP,          /* the update: a group that did not step in backward steps now */
+    FSDP_OP_ACTS_IN,       /* a recomputed group's inner activations into the arena, for its forward */
+    FSDP_OP_ACTS_OUT,      /* ... out of it again, after its forward and after its backward */
+    FSDP_OP_RECOMPUTE,     /* before its backward, parameters gathered: its forward again, in the arena */
     FSDP_OP_KINDS
 } fsdp_op_kind;
 
@@ -88,6 +91,7 @@ typedef struct fsdp_step_inputs {
     fsdp_strategy strategy;
     int reshard_after_forward;
     int prefetch;            /* shard_prefetch=1 and the collectives can start: prefetch ops are planned */
+    const unsigned char *recompute;   /* per group: recomputes its activations (fsdp_recompute.h); NULL: none */
 } fsdp_step_inputs;
 
 fsdp_status fsdp_step_plan_build(fsdp_step_plan *p, const fsdp_step_inputs *in);

@@ -27,6 +27,7 @@ static void release_network(fsdp_engine *e)
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
     }
     fsdp_acts_release(&e->acts, &e->mem, e->net);
+    fsdp_recompute_release(&e->rc, &e->mem);
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
     free(e->groups);
@@ -205,13 +206,14 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
+    if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     FSDP_TRY(agree(e, local, e->plan_hash));
 
     e->net = net;
     e->ngroups = e->plan.ngroups;
     fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
-                            e->cfg.prefetch && fsdp_coll_starts_all_gather(e->dbe) };
+                            e->cfg.prefetch && fsdp_coll_starts_all_gather(e->dbe), e->rc.group_on };
     FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
     /* A staged build gathers every layer from the same slices on every rank. */
     e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled, &e->node };
@@ -224,6 +226,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(share_node(e));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
+    FSDP_TRY(fsdp_recompute_setup(&e->rc, &e->mem, net));
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     malloc_trim(0);
     /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
@@ -242,6 +245,10 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                     "parameters (a %dth of the model, at least %d): a rank gathers one group at a time instead of "
                     "keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
                     e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN);
+        if (e->rc.ngroups_on)
+            fprintf(stderr, "fsdp: %d of %d groups recompute their activations in backward (recompute=1): "
+                    "%.1f MB of activations shared between them\n", e->rc.ngroups_on, e->ngroups,
+                    fsdp_recompute_bytes(&e->rc) / 1e6);
     }
     return FSDP_OK;
 }
@@ -361,6 +368,14 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     return s;
 }
 
+/* The first (end 0) or last (end 1) layer of the op's group: a recomputed
+ * group's layers are one run (fsdp_recompute.h). */
+static int span_of(const fsdp_engine *e, const fsdp_op *op, int end)
+{
+    const fsdp_group_info *info = e->groups[op->group].info;
+    return info->layers[end ? info->nlayers - 1 : 0];
+}
+
 /* One op of the step plan on the flats.  `a` is the update's arguments
  * where an op steps the optimizer (reduce, settle, step), else NULL. */
 static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
@@ -379,6 +394,13 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
         g->updated = 0;
         return s;
     }
+    case FSDP_OP_ACTS_IN:
+        fsdp_recompute_enter_forward(&e->rc, e->net, span_of(e, op, 0), span_of(e, op, 1));
+        return FSDP_OK;
+    case FSDP_OP_ACTS_OUT:
+        fsdp_recompute_leave(&e->rc, e->net, span_of(e, op, 0), span_of(e, op, 1));
+        return FSDP_OK;
+    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, span_of(e, op, 0), span_of(e, op, 1));
     case FSDP_OP_KINDS: break;
     }
     return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);

@@ -25,6 +25,7 @@
 #include "fsdp_frozen.h"
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
+#include "fsdp_recompute.h"
 #include "fsdp_stepplan.h"
 #include "fsdp_stage.h"
 #include "fsdp_tally.h"
@@ -51,6 +52,7 @@ typedef struct fsdp_engine {
     fsdp_cfg cfg;            /* keys of the cfg being parsed: every setting, once */
     fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
     fsdp_acts acts;          /* activations of the layers that need no backward */
+    fsdp_recompute rc;       /* activations of the groups that recompute them (recompute=1) */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;
     fsdp_step_plan step_plan;    /* one step's operations, per layer and hook point */

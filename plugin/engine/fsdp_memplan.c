@@ -333,6 +333,9 @@ static void sim_op(sim *s, const fsdp_op *op)
         s->updated[op->group] = 0;
         break;
     case FSDP_OP_GRAD_UNPOINT:
+    case FSDP_OP_ACTS_IN:
+    case FSDP_OP_ACTS_OUT:
+    case FSDP_OP_RECOMPUTE:   /* the arena is counted with the activations */
     case FSDP_OP_KINDS: break;
     }
 }
@@ -490,7 +493,7 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed
                           fsdp_mem_prediction *out)
 {
     out->fixed = fixed;
-    out->activations = activations(net) + fsdp_acts_bytes(&e->acts);
+    out->activations = activations(net) + fsdp_acts_bytes(&e->acts) + fsdp_recompute_bytes(&e->rc);
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
     out->step_buffers = step_buffers(e, net);

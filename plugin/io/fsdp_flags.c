@@ -97,7 +97,7 @@ static void print_keys(FILE *f, fsdp_key_where where)
 {
     for (int i = 0; i < fsdp_ncfg_keys; ++i) {
         const fsdp_cfg_key *k = &fsdp_cfg_keys[i];
-        if (k->where != where) continue;
+        if (!(k->where & where)) continue;
         char head[64];
         snprintf(head, sizeof head, "%s=%s", k->name, k->values);
         fprintf(f, "  %-32s %s\n", head, k->help);

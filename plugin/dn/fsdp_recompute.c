@@ -1,0 +1,295 @@
+/* Activation checkpointing per group (fsdp_recompute.h). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_recompute.h"
+#include "network.h"
+
+#define NO_OFF SIZE_MAX
+
+static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
+static int has_bn(const layer *l) { return l->batch_normalize || l->type == BATCHNORM; }
+
+/* Why layer l's forward cannot run again to the same bits, or NULL. */
+static const char *unrecomputable(const layer *l)
+{
+    switch (l->type) {
+    case CONVOLUTIONAL: case CONNECTED: case MAXPOOL: case AVGPOOL: case SHORTCUT: case ROUTE:
+    case UPSAMPLE: case REORG: case BATCHNORM: case ACTIVE:
+        return NULL;
+    case RNN: case GRU: case LSTM: case CRNN:
+        return "which carries its state from one step to the next";
+    case YOLO: case REGION: case DETECTION: case COST: case SOFTMAX: case LOGXENT: case ISEG:
+        return "which computes the loss in its forward";
+    case DROPOUT:
+        return "which draws random numbers in its forward";
+    default:
+        return "not among the types whose forward runs again exactly (convolutional, connected, "
+               "maxpool, avgpool, shortcut, route, upsample, reorg, batchnorm, activation)";
+    }
+}
+
+/* Why group g cannot recompute (*bad: the layer that says so, or -1), or NULL. */
+static const char *cannot(const fsdp_layout_plan *p, const fsdp_cfg *cfg, const network *net, int g, int *bad)
+{
+    static char why[320];
+    const fsdp_group_info *info = &p->groups[g];
+    *bad = -1;
+    if (g == 0)
+        return "the root group holds the head and the loss, which cannot run twice; name a group below them";
+    for (int k = 1; k < p->ngroups; ++k)
+        if (p->groups[k].parent == g) return "it has nested groups: name the innermost ones";
+    for (int k = 0; k < info->nlayers; ++k) {
+        int i = info->layers[k];
+        if (k && i != info->layers[k - 1] + 1)
+            return "its layers are not one run: a layer of another group stands between them";
+        *bad = i;
+        if (i < cfg->nlayers && cfg->layers[i].frozen) return "is frozen (a frozen layer runs as in inference)";
+        if (!p->need_bwd[i]) return "needs no backward, so it keeps no activations already";
+        const char *w = unrecomputable(&net->layers[i]);
+        if (w) {
+            snprintf(why, sizeof why, "is a [%s] layer, %s", get_layer_string(net->layers[i].type), w);
+            return why;
+        }
+    }
+    *bad = -1;
+    return NULL;
+}
+
+fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, const fsdp_cfg *cfg,
+                                const network *net, int device)
+{
+    r->n = net->n;
+    r->group_on = calloc((size_t)p->ngroups, sizeof *r->group_on);
+    if (!r->group_on) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    /* Other commands read layers' outputs after forward: they keep them. */
+    if (!r->enabled) return FSDP_OK;
+    const char *file = cfg->file ? cfg->file : "cfg";
+    int line = 0;
+    for (int i = 0; i < cfg->nlayers && i < net->n; ++i) {
+        if (!cfg->layers[i].recompute) continue;
+        int g = p->layer_group[i], bad;
+        const char *why = cannot(p, cfg, net, g, &bad);
+        if (why && bad >= 0)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: recompute=1: group %s cannot run its forward again: layer %d %s",
+                             file, cfg->layers[i].recompute_line, p->groups[g].name, bad, why);
+        if (why)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: recompute=1: group %s cannot run its forward again: %s", file,
+                             cfg->layers[i].recompute_line, p->groups[g].name, why);
+        r->group_on[g] = 1;
+        if (!line) line = cfg->layers[i].recompute_line;
+    }
+    if (cfg->recompute) {
+        for (int g = 1; g < p->ngroups; ++g) {
+            int bad;
+            if (!cannot(p, cfg, net, g, &bad)) r->group_on[g] = 1;
+        }
+        if (!line) line = cfg->recompute_line;
+    }
+    for (int g = 0; g < p->ngroups; ++g) r->ngroups_on += r->group_on[g];
+    r->spans = malloc(2 * (size_t)(r->ngroups_on + 1) * sizeof *r->spans);
+    if (!r->spans) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int g = 0; g < p->ngroups; ++g) {
+        if (!r->group_on[g]) continue;
+        const fsdp_group_info *info = &p->groups[g];
+        r->spans[2 * r->nspans] = info->layers[0];
+        r->spans[2 * r->nspans + 1] = info->layers[info->nlayers - 1];
+        ++r->nspans;
+    }
+    if (r->ngroups_on && device)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s:%d: recompute=1: a GPU run cannot recompute activations yet "
+                         "(host runs can: -nogpu, or a CPU build)", file, line);
+    return FSDP_OK;
+}
+
+/* Whether a layer after `last` reads layer k's output (routes and shortcuts). */
+static int read_past(const network *net, int k, int last)
+{
+    for (int j = last + 1; j < net->n; ++j) {
+        const layer *l = &net->layers[j];
+        if (l->type == SHORTCUT && l->index == k) return 1;
+        if (l->type == ROUTE)
+            for (int q = 0; q < l->n; ++q)
+                if (l->input_layers[q] == k) return 1;
+    }
+    return 0;
+}
+
+/* Inner layers, their places in the arena (one group's at a time, so every
+ * group starts at 0) and the statistics' places; the sizes needed.  Again
+ * after a resize: the layers' sizes change, not which are inner. */
+static void layout(fsdp_recompute *r, const network *net)
+{
+    size_t arena = 0, stats = 0;
+    for (int s = 0; s < r->nspans; ++s) {
+        int first = r->spans[2 * s], last = r->spans[2 * s + 1];
+        size_t at = 0;
+        for (int k = first; k < last; ++k) {
+            const layer *l = &net->layers[k];
+            if (has_bn(l)) {
+                r->stat_off[k] = stats;
+                stats += 2 * (size_t)l->out_c;
+            }
+            r->inner[k] = !read_past(net, k, last);
+            if (!r->inner[k]) continue;
+            r->off[k] = at;
+            at += floats(l) * (has_bn(l) ? 4 : 2);
+        }
+        if (at > arena) arena = at;
+    }
+    r->stat_floats = stats;
+    r->arena_need = arena;
+}
+
+/* Darknet's own arrays of the inner layers go back (NULL). */
+static void give_back(const fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
+{
+    for (int k = 0; k < r->n; ++k) {
+        if (!r->inner[k]) continue;
+        layer *l = &net->layers[k];
+        fsdp_mem_free_darknet(m, &l->output);
+        fsdp_mem_free_darknet(m, &l->delta);
+        fsdp_mem_free_darknet(m, &l->x);
+        fsdp_mem_free_darknet(m, &l->x_norm);
+    }
+}
+
+fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
+{
+    r->set_up = 1;
+    if (!r->ngroups_on) return FSDP_OK;
+    r->inner = calloc((size_t)r->n, sizeof *r->inner);
+    r->off = malloc((size_t)r->n * sizeof *r->off);
+    r->stat_off = malloc((size_t)r->n * sizeof *r->stat_off);
+    if (!r->inner || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < r->n; ++k) r->off[k] = r->stat_off[k] = NO_OFF;
+    layout(r, net);
+    give_back(r, m, net);
+    r->arena_floats = r->arena_need;
+    r->arena = r->arena_floats ? fsdp_mem_alloc(m, r->arena_floats, 0) : NULL;
+    r->rolling = r->stat_floats ? malloc(r->stat_floats * sizeof *r->rolling) : NULL;
+    r->replay = r->stat_floats ? calloc(r->stat_floats, sizeof *r->replay) : NULL;
+    if ((r->arena_floats && !r->arena) || (r->stat_floats && (!r->rolling || !r->replay)))
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for the recomputed groups' activations (%zu MB)",
+                         fsdp_recompute_bytes(r) >> 20);
+    return FSDP_OK;
+}
+
+/* Points layer k's arrays into the arena; its delta too when `delta`. */
+static void point(const fsdp_recompute *r, layer *l, int k, int delta)
+{
+    size_t n = floats(l);
+    float *at = r->arena + r->off[k];
+    l->output = at;
+    at += n;
+    if (has_bn(l)) {
+        l->x = at;
+        l->x_norm = at + n;
+        at += 2 * n;
+    }
+    l->delta = delta ? at : NULL;
+    if (delta) memset(l->delta, 0, n * sizeof *l->delta);
+}
+
+void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int first, int last)
+{
+    for (int k = first; k < last; ++k)
+        if (r->inner[k]) point(r, &net->layers[k], k, 0);
+}
+
+void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int first, int last)
+{
+    for (int k = first; k < last; ++k) {
+        if (!r->inner[k]) continue;
+        layer *l = &net->layers[k];
+        l->output = l->delta = l->x = l->x_norm = NULL;
+    }
+}
+
+/* Batch norm's rolling statistics of layers first..last-1: to r->rolling
+ * (save), or back from it. */
+static void rolling(fsdp_recompute *r, network *net, int first, int last, int save)
+{
+    for (int k = first; k < last; ++k) {
+        if (r->stat_off[k] == NO_OFF) continue;
+        layer *l = &net->layers[k];
+        float *s = r->rolling + r->stat_off[k];
+        size_t c = (size_t)l->out_c * sizeof *s;
+        if (save) {
+            memcpy(s, l->rolling_mean, c);
+            memcpy(s + l->out_c, l->rolling_variance, c);
+        } else {
+            memcpy(l->rolling_mean, s, c);
+            memcpy(l->rolling_variance, s + l->out_c, c);
+        }
+    }
+}
+
+fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int last)
+{
+    for (int k = first; k < last; ++k)
+        if (r->inner[k]) point(r, &net->layers[k], k, 1);
+    rolling(r, net, first, last, 1);
+    r->running = 1;
+    /* As forward_network chains them: each layer reads the one below. */
+    float *input = first ? net->layers[first - 1].output : net->input;
+    for (int k = first; k < last; ++k) {
+        layer l = net->layers[k];
+        network n = *net;
+        n.input = input;
+        n.index = k;
+        l.forward(l, n);
+        input = net->layers[k].output;
+    }
+    r->running = 0;
+    rolling(r, net, first, last, 0);
+    return FSDP_OK;
+}
+
+int fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels)
+{
+    if (!r->running || layer < 0 || layer >= r->n || !r->stat_off || r->stat_off[layer] == NO_OFF) return 0;
+    if (what != DN_BN_MEAN && what != DN_BN_VARIANCE) return 0;
+    memcpy(x, r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0), (size_t)channels * sizeof *x);
+    return 1;
+}
+
+void fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x, int channels)
+{
+    if (r->running || layer < 0 || layer >= r->n || !r->stat_off || r->stat_off[layer] == NO_OFF) return;
+    if (what != DN_BN_MEAN && what != DN_BN_VARIANCE) return;
+    memcpy(r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0), x, (size_t)channels * sizeof *x);
+}
+
+fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
+{
+    if (!r->set_up || !r->ngroups_on) return FSDP_OK;
+    give_back(r, m, net);
+    layout(r, net);
+    size_t most = r->arena_need;
+    if (most <= r->arena_floats) return FSDP_OK;
+    fsdp_mem_free(m, r->arena);
+    r->arena = fsdp_mem_alloc(m, most, 0);
+    r->arena_floats = most;
+    return r->arena ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory growing the recomputed groups' "
+                                          "activations to %zu MB", (most * sizeof(float)) >> 20);
+}
+
+size_t fsdp_recompute_bytes(const fsdp_recompute *r)
+{
+    return (r->arena_floats + 2 * r->stat_floats) * sizeof(float);
+}
+
+void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m)
+{
+    if (r->arena) fsdp_mem_free(m, r->arena);
+    free(r->group_on);
+    free(r->inner);
+    free(r->off);
+    free(r->stat_off);
+    free(r->rolling);
+    free(r->replay);
+    free(r->spans);
+    int enabled = r->enabled;
+    *r = (fsdp_recompute){ .enabled = enabled };
+}

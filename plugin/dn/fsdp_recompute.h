@@ -1,0 +1,96 @@
+/* fsdp_recompute.h: activation checkpointing per group (`recompute=1`;
+ * docs/DESIGN.md, "Activations").
+ *
+ * A recomputed group keeps, between its forward and its backward, only
+ * what later layers read: its last layer's activations and those of its
+ * layers that a route or shortcut past the group names ("kept" layers).
+ * Its other layers ("inner" layers) keep their output, delta, and batch
+ * norm's x and x_norm in one arena the plugin owns, which every recomputed
+ * group shares: it holds one group's inner activations at a time, during
+ * that group's forward and again during its backward.  Before its backward
+ * the group's forward runs again from its kept input (the layer below it),
+ * with the parameters gathered for backward; batch norm's rolling
+ * statistics are put back as they were, and synchronized batch norm's
+ * global mean and variance are replayed from its forward, not reduced
+ * again, so the weights are bit for bit those of a run without it.
+ *
+ * Which groups: a group named by `recompute=1` in one of its layers, or
+ * every group that can under `recompute=1` in [net].  One that can: not the
+ * root (it holds the loss), no nested groups (its layers are one
+ * contiguous span), every layer trainable and needing backward, each of a
+ * type whose forward recomputes exactly (convolutional, connected,
+ * maxpool, avgpool, shortcut, route, upsample, reorg, batchnorm): no loss,
+ * no recurrent state, no random draws.  A group the cfg names that cannot
+ * is refused, as "file:line: ...", naming the layer and why; [net]'s
+ * recompute=1 passes such groups by.  Host runs only, for now: a GPU run
+ * is refused.
+ *
+ * The states of an inner layer's pointers: output, x and x_norm point into
+ * the arena from its group's first layer's forward to its last layer's
+ * forward, delta is NULL then (forward writes no delta); from before the
+ * group's backward (the recomputation) to after it, all four point into the
+ * arena, deltas zeroed first.  Outside those, all four are NULL: no layer
+ * points into the arena between passes, and resize_network's realloc of
+ * NULL makes fresh arrays, which fsdp_recompute_resized gives back.  The
+ * arena is made once (grown only by a resize): nothing is allocated per
+ * step. */
+#ifndef FSDP_RECOMPUTE_H
+#define FSDP_RECOMPUTE_H
+
+#include "darknet_plugin.h"
+#include "fsdp.h"
+#include "fsdp_cfg.h"
+#include "fsdp_groups.h"
+#include "fsdp_mem.h"
+
+typedef struct fsdp_recompute {
+    int enabled;             /* a training command (fsdp_commands.h) */
+    int n;                   /* layers */
+    unsigned char *group_on; /* per group: recomputed */
+    int ngroups_on;
+    int *spans;              /* per recomputed group: its first and last layer */
+    int nspans;
+    unsigned char *inner;    /* per layer: its activations live in the arena */
+    size_t *off;             /* per inner layer: its output, x, x_norm, delta in the arena (floats) */
+    float *arena;
+    size_t arena_floats;     /* made */
+    size_t arena_need;       /* what the layers' sizes need now */
+    float *rolling;          /* batch norm's rolling mean and variance, saved around a recomputation */
+    float *replay;           /* synchronized batch norm's global mean and variance from forward */
+    size_t *stat_off;        /* per layer of a recomputed group with batch norm: its 2 * out_c in both */
+    size_t stat_floats;
+    int running;             /* a recomputation runs: batch norm replays */
+    int set_up;
+} fsdp_recompute;
+
+/* Which groups recompute (cfg and plan), refusing a group the cfg names
+ * that cannot; `device`: a GPU run. */
+fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, const fsdp_cfg *cfg,
+                                const network *net, int device);
+/* Once the network is built and the plan made: the inner layers give their
+ * activations back, the arena is made. */
+fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);
+
+/* The step plan's activation operations on group g (its span first..last). */
+void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int first, int last);
+void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int first, int last);
+/* Before the group's backward, its parameters gathered: the arena again,
+ * deltas zeroed, and its forward run again up to (not including) `last`,
+ * whose own activations were kept. */
+fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int last);
+
+/* The bn_sync hook's part: while a recomputation runs, the mean and
+ * variance of layer `layer` are the ones its forward reduced (copied into
+ * x; returns 1: nothing to reduce); otherwise 0.  After a reduction in
+ * forward, record keeps them. */
+int fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels);
+void fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x, int channels);
+
+/* After resize_network: gives back what it made again and grows the arena. */
+fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);
+/* Bytes the arena and the saved statistics hold. */
+size_t fsdp_recompute_bytes(const fsdp_recompute *r);
+/* Before free_network: frees the arena and the tables (enabled stays). */
+void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m);
+
+#endif

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Activation checkpointing (recompute=1, fsdp_recompute.h): two groups with
+# batch norm, a shortcut, a maxpool, an upsample and a route reaching past a
+# group recompute their forward before their backward.  Weights
+# byte-identical to the same run without it (rolling statistics included,
+# they are in the weights file), at world 1 and on NP ranks under each
+# strategy; synchronized batch norm replayed, not reduced again (the same
+# bytes); the activation bytes saved against the theory below; one process
+# with the NP-times batch against NP ranks.
+# usage: test_recompute.sh NP [subdiv2] [adam] [prefetch] [memcheck] | refusals | detector
+#   refusals: groups that cannot recompute, refused by name with cfg:line,
+#     non-zero on every rank, no weights written
+#   detector: yolov3-tiny, detector train, random=1 (a resize), [net]
+#     recompute=1 over small automatic groups: byte-identical
+. "$(dirname "$0")/lib.sh"
+np=$1
+opts=" ${*:2} "
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 16
+b=4 sd=1 extra=""
+case $opts in *" subdiv2 "*) sd=2 ;; esac
+case $opts in *" adam "*) extra="$extra\nadam=1" ;; esac
+case $opts in *" prefetch "*) extra="$extra\nshard_prefetch=1" ;; esac
+
+# 16x16x3 input.  Per image (floats):
+#   group a: 0 conv 4, batch norm  16x16x4 = 1024   inner: output, delta, x, x_norm  4096
+#            1 conv 4              16x16x4 = 1024   inner: output, delta             2048
+#            2 shortcut from=-2    16x16x4 = 1024   kept: the route (6) reads it
+#            3 maxpool              8x8x4  =  256   kept: the group's last layer
+#   group b: 4 conv 6, batch norm   8x8x6  =  384   inner                            1536
+#            5 upsample 2          16x16x6 = 1536   inner                            3072
+#            6 route -1,-4         16x16x10 = 2560  kept: the group's last layer
+#   root:    7 maxpool, 8 conv 6, 9 connected 3 (the head), 10 softmax
+# Without recompute the inner layers hold 4096 + 2048 + 1536 + 3072 = 10752;
+# with it they share an arena of max(6144, 4608) = 6144, and the rolling and
+# replayed statistics of layers 0 and 4 take 2 x 2 x (4 + 6) = 40 floats.
+body() { # body IMAGES_PER_FORWARD_TIMES_SD KEYS_A KEYS_B
+  printf "[net]\nbatch=%s\nsubdivisions=%s\nwidth=16\nheight=16\nchannels=3\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant$extra\n" "$1" "$sd"
+  printf "\n[convolutional]\nshard_group=a$2\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+  printf '\n[convolutional]\nshard_group=a\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
+  printf '\n[shortcut]\nshard_group=a\nfrom=-2\nactivation=linear\n'
+  printf '\n[maxpool]\nshard_group=a\nsize=2\nstride=2\n'
+  printf "\n[convolutional]\nshard_group=b$3\nbatch_normalize=1\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+  printf '\n[upsample]\nshard_group=b\nstride=2\n'
+  printf '\n[route]\nshard_group=b\nlayers=-1,-4\n'
+  printf '\n[maxpool]\nsize=2\nstride=2\n'
+  printf '\n[convolutional]\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
+  printf '\n[connected]\noutput=3\nactivation=linear\n'
+  printf '\n[softmax]\n'
+}
+on='\nrecompute=1'
+
+# expect_refusal WHAT PATTERN CFG: NP ranks stop with PATTERN, non-zero, no weights.
+expect_refusal() {
+  local out rc=0
+  rm -rf "$D/backup"
+  out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$3" 2>&1) || rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qE -- "$2" <<< "$out" && [ -z "$(ls "$D/backup" 2>/dev/null)" ]; then
+    pass "$1 (exit $rc)"
+  else
+    fail "$1: exit $rc, output: $(grep -i "fsdp\|error" <<< "$out" | head -3)"
+  fi
+}
+line_of() { grep -n -m1 "$1" "$2" | cut -d: -f1; }
+
+if [ "$np" = refusals ]; then
+  np=2
+  c=$WORK/root.cfg
+  body 4 "" "" | sed '0,/^\[connected\]$/s//[connected]\nrecompute=1/' > "$c"
+  expect_refusal "recompute=1 in the root group" \
+    "root.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group \(root\) cannot run its forward again: the root group holds the head and the loss" "$c"
+  c=$WORK/dropout.cfg
+  # Layer 4, after the maxpool; the route then reaches 5 layers back to the shortcut.
+  body 4 "$on" "" | awk '/^\[convolutional\]$/ && ++n == 3 { print "[dropout]\nshard_group=a\nprobability=.5\n" } { print }' |
+    sed 's/^layers=-1,-4$/layers=-1,-5/' > "$c"
+  expect_refusal "a dropout layer in a recomputed group, named" \
+    "dropout.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: layer 4 is a \[dropout\] layer, which draws random numbers in its forward" "$c"
+  c=$WORK/frozen.cfg
+  body 4 "$on" "" | sed '0,/^shard_group=a$/s//shard_group=a\nfrozen=1/' > "$c"
+  expect_refusal "a frozen layer in a recomputed group, named" \
+    "frozen.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: layer 0 is frozen" "$c"
+  c=$WORK/nested.cfg
+  # Layer 1 into a.inner: group a has a nested group.
+  body 4 "$on" "" | awk '/^shard_group=a$/ && ++n == 2 { print "shard_group=a.inner"; next } { print }' > "$c"
+  expect_refusal "a group with nested groups" \
+    "nested.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: it has nested groups" "$c"
+  c=$WORK/value.cfg
+  body 4 "" "" | sed 's/^\[net\]$/[net]\nrecompute=2/' > "$c"
+  expect_refusal "recompute=2" "value.cfg:2: recompute=2: expected 0 or 1" "$c"
+  # [net] recompute=1 passes by the groups that cannot: here every one.
+  c=$WORK/none.cfg
+  body 4 "" "" | sed 's/^\[net\]$/[net]\nrecompute=1/; /^shard_group=/d' > "$c"
+  mkdir -p "$D/backup"
+  if train_np "$WORK/none.w" 2 "$D/data.data" "$c" -seed 9; then
+    check_not "[net] recompute=1 with no group that can: trains, and says nothing of recomputing" \
+      grep -q "recompute their activations" "$WORK/none.w.err"
+  else
+    fail "[net] recompute=1 with no group that can: trains"
+  fi
+  finish
+  exit
+fi
+
+if [ "$np" = detector ]; then
+  np=2
+  DD=$WORK/det
+  "$S/tools/make-detdata" "$DD" --images 24 >/dev/null
+  det() { # det OUT CFG
+    local base; base=$(basename "$2" .cfg)
+    (cd "$DD" && rm -f backup/"$base"_final.weights &&
+     "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" detector train "$DD/data.data" "$2" -seed 5 > "$1.log" 2> "$1.err") \
+      || { echo "detector train failed:"; tail -n 20 "$1.log" "$1.err"; return 1; }
+    cp "$DD/backup/${base}_final.weights" "$1"
+  }
+  sed -e 's/^\[net\]$/[net]\nshard_auto_group=2000/' -e 's/^random=0/random=1/' "$S/cfg/tests/yolov3-tiny.cfg" > "$WORK/y.cfg"
+  sed 's/^\[net\]$/[net]\nrecompute=1/' "$WORK/y.cfg" > "$WORK/yrc.cfg"
+  if det "$WORK/y.w" "$WORK/y.cfg" && det "$WORK/yrc.w" "$WORK/yrc.cfg"; then
+    check "yolov3-tiny, random=1, $np ranks: byte-identical with [net] recompute=1" cmp "$WORK/y.w" "$WORK/yrc.w"
+    check "rank 0 says which groups recompute" grep -qE "fsdp: [1-9][0-9]* of [0-9]+ groups recompute their activations" "$WORK/yrc.w.err"
+    check "the network was resized" grep -q "Resizing" "$WORK/yrc.w.log"
+  else
+    fail "yolov3-tiny trained with and without recompute"
+  fi
+  finish
+  exit
+fi
+
+body $((b * sd)) "" "" > "$WORK/init.cfg"
+sed -i 's/^max_batches=.*/max_batches=1/' "$WORK/init.cfg"
+train "$WORK/init.w" "$D/data.data" "$WORK/init.cfg" -seed 3
+
+REF_DN=$DN
+case $opts in *" memcheck "*) REF_DN=$(valgrind_dn) || exit 77 ;; esac
+
+# stats_saved PLAIN RC IMAGES_PER_FORWARD: the activations predicted differ
+# by the theory's floats.
+stats_saved() {
+  python3 - "$@" <<'EOF'
+import json, sys
+p, r, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+saved = p["predicted"]["activations"] - r["predicted"]["activations"]
+want = (10752 - 6144) * n * 4 - 40 * 4
+print("saved", saved, "theory", want)
+sys.exit(0 if saved == want else 1)
+EOF
+}
+same_bytes() { # same_bytes PLAIN RC: every collective moved the same bytes
+  python3 -c "import json,sys; a,b=(json.load(open(f))['bytes'] for f in sys.argv[1:]); print(a, b); sys.exit(a != b)" "$1" "$2"
+}
+
+# World 1 with the NP-times batch.
+body $((b * np * sd)) "" "" > "$WORK/one.cfg"
+body $((b * np * sd)) "$on" "$on" > "$WORK/one-rc.cfg"
+DN=$REF_DN train "$WORK/one.w" "$D/data.data" "$WORK/one.cfg" -plugin "$PLUGIN" -seed 9 -clear \
+  -fsdp-stats "$WORK/one.json" "$WORK/init.w"
+DN=$REF_DN train "$WORK/one-rc.w" "$D/data.data" "$WORK/one-rc.cfg" -plugin "$PLUGIN" -seed 9 -clear \
+  -fsdp-stats "$WORK/one-rc.json" "$WORK/init.w"
+[ "$REF_DN" = "$DN" ] || pass "world 1 under valgrind: no memory error"
+check "world 1: byte-identical with recompute=1 on both groups" cmp "$WORK/one.w" "$WORK/one-rc.w"
+check_not "world 1: the network trained" cmp -s "$WORK/init.w" "$WORK/one.w"
+check "world 1: rank 0 says 2 of 3 groups recompute" grep -q "fsdp: 2 of 3 groups recompute their activations" "$WORK/one-rc.w.err"
+check "world 1: activation bytes saved equal the theory" stats_saved "$WORK/one.json" "$WORK/one-rc.json" $((b * np))
+[ "$REF_DN" = "$DN" ] || { finish; exit; }
+
+strategies=full
+[ "$opts" = "  " ] && strategies="full grad_op none"
+for s in $strategies; do
+  body $((b * sd)) "" "" | sed "s/^\[net\]$/[net]\nshard=$s/" > "$WORK/np-$s.cfg"
+  body $((b * sd)) "" "" | sed "s/^\[net\]$/[net]\nshard=$s\nrecompute=1/" > "$WORK/np-$s-rc.cfg"
+  if train_np "$WORK/np-$s.w" "$np" "$D/data.data" "$WORK/np-$s.cfg" -seed 9 -clear -fsdp-stats "$WORK/np-$s.json" "$WORK/init.w" &&
+     train_np "$WORK/np-$s-rc.w" "$np" "$D/data.data" "$WORK/np-$s-rc.cfg" -seed 9 -clear -fsdp-stats "$WORK/np-$s-rc.json" "$WORK/init.w"; then
+    check "$np ranks, shard=$s: byte-identical with [net] recompute=1" cmp "$WORK/np-$s.w" "$WORK/np-$s-rc.w"
+    check "$np ranks, shard=$s: the same bytes moved (batch norm replayed, not reduced again)" \
+      same_bytes "$WORK/np-$s.json" "$WORK/np-$s-rc.json"
+    check "$np ranks, shard=$s: activation bytes saved equal the theory" stats_saved "$WORK/np-$s.json" "$WORK/np-$s-rc.json" "$b"
+    check "$np ranks, shard=$s: equal to one process with batch $((b * np)) ($("$WDIFF" "$WORK/one-rc.w" "$WORK/np-$s-rc.w" --tol 1e-4 | head -1))" \
+      "$WDIFF" "$WORK/one-rc.w" "$WORK/np-$s-rc.w" --tol 1e-4
+  else
+    fail "$np ranks, shard=$s ran"
+  fi
+done
+finish
