@@ -55,6 +55,19 @@ train_np() {
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }
 
+# expect_refusal WHAT PATTERN CFG: $np ranks training CFG on $D stop with
+# PATTERN, non-zero, no hang, no weights.
+expect_refusal() {
+  local out rc=0
+  rm -rf "$D/backup"
+  out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$3" 2>&1) || rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qE -- "$2" <<< "$out" && [ -z "$(ls "$D/backup" 2>/dev/null)" ]; then
+    pass "$1 (exit $rc)"
+  else
+    fail "$1: exit $rc, output: $(grep -i "fsdp\|error" <<< "$out" | head -3)"
+  fi
+}
+
 # test_cfg NAME BATCH [KEY=VALUE...]: cfg/tests/NAME.cfg with another batch
 # and keys added to [net], as $WORK/NAME-BATCH.cfg; prints its path.
 test_cfg() {

@@ -50,17 +50,6 @@ body() { # body IMAGES_PER_FORWARD_TIMES_SD KEYS_A KEYS_B
 }
 on='\nrecompute=1'
 
-# expect_refusal WHAT PATTERN CFG: NP ranks stop with PATTERN, non-zero, no weights.
-expect_refusal() {
-  local out rc=0
-  rm -rf "$D/backup"
-  out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$3" 2>&1) || rc=$?
-  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qE -- "$2" <<< "$out" && [ -z "$(ls "$D/backup" 2>/dev/null)" ]; then
-    pass "$1 (exit $rc)"
-  else
-    fail "$1: exit $rc, output: $(grep -i "fsdp\|error" <<< "$out" | head -3)"
-  fi
-}
 line_of() { grep -n -m1 "$1" "$2" | cut -d: -f1; }
 
 if [ "$np" = refusals ]; then

@@ -25,17 +25,6 @@ case=$1 np=$2
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16 --size 32
 
-# expect_refusal WHAT PATTERN CFG: NP ranks stop with PATTERN, non-zero, no hang, no weights.
-expect_refusal() {
-  local out rc=0
-  rm -rf "$D/backup"
-  out=$(cd "$D" && timeout 60 "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$3" 2>&1) || rc=$?
-  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qE -- "$2" <<< "$out" && [ -z "$(ls "$D/backup" 2>/dev/null)" ]; then
-    pass "$1 (exit $rc)"
-  else
-    fail "$1: exit $rc, output: $(grep -i "fsdp\|error" <<< "$out" | head -3)"
-  fi
-}
 if [ "$case" = refused ]; then
   # tiny.cfg's layer 3, [connected] 486 -> 5, with batch norm over a batch of 1.
   cfg=$WORK/tiny-bn.cfg
