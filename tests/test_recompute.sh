@@ -7,7 +7,7 @@
 # strategy; synchronized batch norm replayed, not reduced again (the same
 # bytes); the activation bytes saved against the theory below; one process
 # with the NP-times batch against NP ranks.
-# usage: test_recompute.sh NP [subdiv2] [adam] [prefetch] [memcheck] | refusals | detector
+# usage: test_recompute.sh NP [subdiv2] [adam] [prefetch] [dropout_after] [memcheck] | refusals | detector
 #   refusals: groups that cannot recompute, refused by name with cfg:line,
 #     non-zero on every rank, no weights written
 #   detector: yolov3-tiny, detector train, random=1 (a resize), [net]
@@ -17,32 +17,39 @@ np=$1
 opts=" ${*:2} "
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
-b=4 sd=1 extra=""
+b=4 sd=1 extra="" dropout=0 route=4 act3=leaky
 case $opts in *" subdiv2 "*) sd=2 ;; esac
 case $opts in *" adam "*) extra="$extra\nadam=1" ;; esac
 case $opts in *" prefetch "*) extra="$extra\nshard_prefetch=1" ;; esac
+# (logistic: its gradient reads the output's value, which the dropout scaled)
+case $opts in *" dropout_after "*) dropout=1 route=5 act3=logistic ;; esac
 
 # 16x16x3 input.  Per image (floats):
 #   group a: 0 conv 4, batch norm  16x16x4 = 1024   inner: output, delta, x, x_norm  4096
 #            1 conv 4              16x16x4 = 1024   inner: output, delta             2048
 #            2 shortcut from=-2    16x16x4 = 1024   kept: the route (6) reads it
-#            3 maxpool              8x8x4  =  256   kept: the group's last layer
+#            3 conv 4 stride 2, bn  8x8x4  =  256   kept, the group's last: x, x_norm 512
 #   group b: 4 conv 6, batch norm   8x8x6  =  384   inner                            1536
 #            5 upsample 2          16x16x6 = 1536   inner                            3072
 #            6 route -1,-4         16x16x10 = 2560  kept: the group's last layer
 #   root:    7 maxpool, 8 conv 6, 9 connected 3 (the head), 10 softmax
-# Without recompute the inner layers hold 4096 + 2048 + 1536 + 3072 = 10752;
-# with it they share an arena of max(6144, 4608) = 6144, and the rolling and
-# replayed statistics of layers 0 and 4 take 2 x 2 x (4 + 6) = 40 floats.
+#   dropout_after: a dropout after 3 (root), scaling 3's output in place,
+#            which 3's backward reads: 3 keeps everything and is not run
+#            again, so its x and x_norm and statistics leave the arena:
+#            6144 and 40 floats.
+# Without recompute these hold 4096 + 2048 + 512 + 1536 + 3072 = 11264; with
+# it the groups share an arena of max(6656, 4608) = 6656, and the rolling and
+# replayed statistics of layers 0, 3 and 4 take 2 x 2 x (4 + 4 + 6) = 56 floats.
 body() { # body IMAGES_PER_FORWARD_TIMES_SD KEYS_A KEYS_B
   printf "[net]\nbatch=%s\nsubdivisions=%s\nwidth=16\nheight=16\nchannels=3\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant$extra\n" "$1" "$sd"
   printf "\n[convolutional]\nshard_group=a$2\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
   printf '\n[convolutional]\nshard_group=a\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
   printf '\n[shortcut]\nshard_group=a\nfrom=-2\nactivation=linear\n'
-  printf '\n[maxpool]\nshard_group=a\nsize=2\nstride=2\n'
+  printf "\n[convolutional]\nshard_group=a\nbatch_normalize=1\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=$act3\n"
+  [ "$dropout" = 0 ] || printf '\n[dropout]\nprobability=.5\n'
   printf "\n[convolutional]\nshard_group=b$3\nbatch_normalize=1\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
   printf '\n[upsample]\nshard_group=b\nstride=2\n'
-  printf '\n[route]\nshard_group=b\nlayers=-1,-4\n'
+  printf "\n[route]\nshard_group=b\nlayers=-1,-$route\n"
   printf '\n[maxpool]\nsize=2\nstride=2\n'
   printf '\n[convolutional]\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
   printf '\n[connected]\noutput=3\nactivation=linear\n'
@@ -59,11 +66,11 @@ if [ "$np" = refusals ]; then
   expect_refusal "recompute=1 in the root group" \
     "root.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group \(root\) cannot run its forward again: the root group holds the head and the loss" "$c"
   c=$WORK/dropout.cfg
-  # Layer 4, after the maxpool; the route then reaches 5 layers back to the shortcut.
+  # Layer 3, after the shortcut; the route then reaches 5 layers back to it.
   body 4 "$on" "" | awk '/^\[convolutional\]$/ && ++n == 3 { print "[dropout]\nshard_group=a\nprobability=.5\n" } { print }' |
     sed 's/^layers=-1,-4$/layers=-1,-5/' > "$c"
   expect_refusal "a dropout layer in a recomputed group, named" \
-    "dropout.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: layer 4 is a \[dropout\] layer, which draws random numbers in its forward" "$c"
+    "dropout.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: layer 3 is a \[dropout\] layer, which draws random numbers in its forward" "$c"
   c=$WORK/frozen.cfg
   body 4 "$on" "" | sed '0,/^shard_group=a$/s//shard_group=a\nfrozen=1/' > "$c"
   expect_refusal "a frozen layer in a recomputed group, named" \
@@ -121,14 +128,16 @@ train "$WORK/init.w" "$D/data.data" "$WORK/init.cfg" -seed 3
 REF_DN=$DN
 case $opts in *" memcheck "*) REF_DN=$(valgrind_dn) || exit 77 ;; esac
 
-# stats_saved PLAIN RC IMAGES_PER_FORWARD: the activations predicted differ
+# stats_saved PLAIN RC IMAGES_PER_FORWARD DROPOUT: the activations predicted differ
 # by the theory's floats.
 stats_saved() {
   python3 - "$@" <<'EOF'
 import json, sys
 p, r, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+dropout = sys.argv[4] == "1"
 saved = p["predicted"]["activations"] - r["predicted"]["activations"]
-want = (10752 - 6144) * n * 4 - 40 * 4
+held, arena, stats = (10752, 6144, 40) if dropout else (11264, 6656, 56)
+want = (held - arena) * n * 4 - stats * 4
 print("saved", saved, "theory", want)
 sys.exit(0 if saved == want else 1)
 EOF
@@ -148,7 +157,7 @@ DN=$REF_DN train "$WORK/one-rc.w" "$D/data.data" "$WORK/one-rc.cfg" -plugin "$PL
 check "world 1: byte-identical with recompute=1 on both groups" cmp "$WORK/one.w" "$WORK/one-rc.w"
 check_not "world 1: the network trained" cmp -s "$WORK/init.w" "$WORK/one.w"
 check "world 1: rank 0 says 2 of 3 groups recompute" grep -q "fsdp: 2 of 3 groups recompute their activations" "$WORK/one-rc.w.err"
-check "world 1: activation bytes saved equal the theory" stats_saved "$WORK/one.json" "$WORK/one-rc.json" $((b * np))
+check "world 1: activation bytes saved equal the theory" stats_saved "$WORK/one.json" "$WORK/one-rc.json" $((b * np)) "$dropout"
 [ "$REF_DN" = "$DN" ] || { finish; exit; }
 
 strategies=full
@@ -161,7 +170,9 @@ for s in $strategies; do
     check "$np ranks, shard=$s: byte-identical with [net] recompute=1" cmp "$WORK/np-$s.w" "$WORK/np-$s-rc.w"
     check "$np ranks, shard=$s: the same bytes moved (batch norm replayed, not reduced again)" \
       same_bytes "$WORK/np-$s.json" "$WORK/np-$s-rc.json"
-    check "$np ranks, shard=$s: activation bytes saved equal the theory" stats_saved "$WORK/np-$s.json" "$WORK/np-$s-rc.json" "$b"
+    check "$np ranks, shard=$s: activation bytes saved equal the theory" stats_saved "$WORK/np-$s.json" "$WORK/np-$s-rc.json" "$b" "$dropout"
+    # (A dropout draws per rank: N ranks and one process then differ by design.)
+    case $opts in *" dropout_after "*) continue ;; esac
     check "$np ranks, shard=$s: equal to one process with batch $((b * np)) ($("$WDIFF" "$WORK/one-rc.w" "$WORK/np-$s-rc.w" --tol 1e-4 | head -1))" \
       "$WDIFF" "$WORK/one-rc.w" "$WORK/np-$s-rc.w" --tol 1e-4
   else

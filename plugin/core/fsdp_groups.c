@@ -48,7 +48,10 @@ int fsdp_group_is_ancestor(const fsdp_layout_plan *p, int a, int b)
     return 0;
 }
 
-static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg)
+/* Automatic groups end at a loss layer when [net] says recompute=1: the
+ * loss stays in the root group, which holds the head, and the layers
+ * before it form a group that can recompute (fsdp_recompute.h). */
+static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg, const network *net)
 {
     int auto_open = -1, auto_count = 0;
     size_t auto_params = 0;
@@ -57,6 +60,8 @@ static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg)
         int g = 0;
         if (lc && lc->group) {
             g = group_for(p, lc->group, lc->group_line);
+            auto_open = -1;
+        } else if (p->auto_group > 0 && cfg->recompute && fsdp_layer_is_loss(&net->layers[i])) {
             auto_open = -1;
         } else if (p->auto_group > 0) {
             if (auto_open < 0 || auto_params >= (size_t)p->auto_group) {
@@ -177,7 +182,7 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
         p->trainable[i] = (unsigned char)(nt > 0 && !p->frozen[i]);
     }
     default_grouping(p, cfg);
-    FSDP_TRY(assign_groups(p, cfg));
+    FSDP_TRY(assign_groups(p, cfg, net));
     FSDP_TRY(check_nesting(p, cfg));
     backward_analysis(p, net);
     return FSDP_OK;

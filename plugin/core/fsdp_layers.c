@@ -192,3 +192,11 @@ void fsdp_layer_free_darknet_optimizer(layer *l)
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; ++i)
         if (subs[i]) free_opt(subs[i]);
 }
+
+int fsdp_layer_is_loss(const layer *l)
+{
+    switch (l->type) {
+    case YOLO: case REGION: case DETECTION: case COST: case SOFTMAX: case LOGXENT: case ISEG: return 1;
+    default: return 0;
+    }
+}

@@ -41,6 +41,10 @@ int fsdp_layers_have_device_arrays(void);
 
 /* A layer's activation array `which`: the host one, or with device its
  * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */
+/* Whether the layer computes a loss (and its delta) in its forward: yolo,
+ * region, detection, cost, softmax, logxent, iseg. */
+int fsdp_layer_is_loss(const layer *l);
+
 typedef enum { FSDP_ACT_OUTPUT, FSDP_ACT_DELTA, FSDP_ACT_X, FSDP_ACT_X_NORM } fsdp_act_array;
 float **fsdp_layer_act(layer *l, fsdp_act_array which, int device);
 

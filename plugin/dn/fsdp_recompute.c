@@ -2,25 +2,34 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fsdp_layers.h"
 #include "fsdp_recompute.h"
 #include "network.h"
 
 #define NO_OFF SIZE_MAX
+/* A layer's role (fsdp_recompute.h); WHOLE: a last layer whose output a
+ * dropout after it scales in place, so its backward reads the scaled
+ * values: it keeps everything and is not run again. */
+enum { OUTSIDE = 0, INNER, KEPT, WHOLE };
 
 static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
 static int has_bn(const layer *l) { return l->batch_normalize || l->type == BATCHNORM; }
+/* An inner layer's output, delta, x and x_norm; a kept one's x and x_norm. */
+static size_t arena_floats(const layer *l, int role)
+{
+    return role == INNER ? floats(l) * (has_bn(l) ? 4 : 2) : role == KEPT && has_bn(l) ? 2 * floats(l) : 0;
+}
 
 /* Why layer l's forward cannot run again to the same bits, or NULL. */
 static const char *unrecomputable(const layer *l)
 {
+    if (fsdp_layer_is_loss(l)) return "which computes the loss in its forward";
     switch (l->type) {
     case CONVOLUTIONAL: case CONNECTED: case MAXPOOL: case AVGPOOL: case SHORTCUT: case ROUTE:
     case UPSAMPLE: case REORG: case BATCHNORM: case ACTIVE:
         return NULL;
     case RNN: case GRU: case LSTM: case CRNN:
         return "which carries its state from one step to the next";
-    case YOLO: case REGION: case DETECTION: case COST: case SOFTMAX: case LOGXENT: case ISEG:
-        return "which computes the loss in its forward";
     case DROPOUT:
         return "which draws random numbers in its forward";
     default:
@@ -124,16 +133,16 @@ static void layout(fsdp_recompute *r, const network *net)
     for (int s = 0; s < r->nspans; ++s) {
         int first = r->spans[2 * s], last = r->spans[2 * s + 1];
         size_t at = 0;
-        for (int k = first; k < last; ++k) {
+        for (int k = first; k <= last; ++k) {
             const layer *l = &net->layers[k];
-            if (has_bn(l)) {
+            int whole = k == last && k + 1 < net->n && net->layers[k + 1].type == DROPOUT;
+            r->role[k] = whole ? WHOLE : k < last && !read_past(net, k, last) ? INNER : KEPT;
+            if (has_bn(l) && !whole) {
                 r->stat_off[k] = stats;
                 stats += 2 * (size_t)l->out_c;
             }
-            r->inner[k] = !read_past(net, k, last);
-            if (!r->inner[k]) continue;
             r->off[k] = at;
-            at += floats(l) * (has_bn(l) ? 4 : 2);
+            at += arena_floats(l, r->role[k]);
         }
         if (at > arena) arena = at;
     }
@@ -145,10 +154,12 @@ static void layout(fsdp_recompute *r, const network *net)
 static void give_back(const fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
 {
     for (int k = 0; k < r->n; ++k) {
-        if (!r->inner[k]) continue;
+        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) continue;
         layer *l = &net->layers[k];
-        fsdp_mem_free_darknet(m, &l->output);
-        fsdp_mem_free_darknet(m, &l->delta);
+        if (r->role[k] == INNER) {
+            fsdp_mem_free_darknet(m, &l->output);
+            fsdp_mem_free_darknet(m, &l->delta);
+        }
         fsdp_mem_free_darknet(m, &l->x);
         fsdp_mem_free_darknet(m, &l->x_norm);
     }
@@ -158,10 +169,10 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 {
     r->set_up = 1;
     if (!r->ngroups_on) return FSDP_OK;
-    r->inner = calloc((size_t)r->n, sizeof *r->inner);
+    r->role = calloc((size_t)r->n, sizeof *r->role);
     r->off = malloc((size_t)r->n * sizeof *r->off);
     r->stat_off = malloc((size_t)r->n * sizeof *r->stat_off);
-    if (!r->inner || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (!r->role || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < r->n; ++k) r->off[k] = r->stat_off[k] = NO_OFF;
     layout(r, net);
     give_back(r, m, net);
@@ -175,42 +186,46 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
     return FSDP_OK;
 }
 
-/* Points layer k's arrays into the arena; its delta too when `delta`. */
+/* Points layer k's arrays into the arena: an inner layer's output, x and
+ * x_norm (and, when `delta`, its delta, zeroed); a kept one's x and x_norm. */
 static void point(const fsdp_recompute *r, layer *l, int k, int delta)
 {
+    if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) return;
     size_t n = floats(l);
     float *at = r->arena + r->off[k];
-    l->output = at;
-    at += n;
+    if (r->role[k] == INNER) {
+        l->output = at;
+        at += n;
+        l->delta = delta ? at : NULL;
+        if (delta) memset(l->delta, 0, n * sizeof *l->delta);
+        at += n;
+    }
     if (has_bn(l)) {
         l->x = at;
         l->x_norm = at + n;
-        at += 2 * n;
     }
-    l->delta = delta ? at : NULL;
-    if (delta) memset(l->delta, 0, n * sizeof *l->delta);
 }
 
 void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int first, int last)
 {
-    for (int k = first; k < last; ++k)
-        if (r->inner[k]) point(r, &net->layers[k], k, 0);
+    for (int k = first; k <= last; ++k) point(r, &net->layers[k], k, 0);
 }
 
 void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int first, int last)
 {
-    for (int k = first; k < last; ++k) {
-        if (!r->inner[k]) continue;
+    for (int k = first; k <= last; ++k) {
+        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) continue;
         layer *l = &net->layers[k];
-        l->output = l->delta = l->x = l->x_norm = NULL;
+        if (r->role[k] == INNER) l->output = l->delta = NULL;
+        l->x = l->x_norm = NULL;
     }
 }
 
-/* Batch norm's rolling statistics of layers first..last-1: to r->rolling
+/* Batch norm's rolling statistics of layers first..last: to r->rolling
  * (save), or back from it. */
 static void rolling(fsdp_recompute *r, network *net, int first, int last, int save)
 {
-    for (int k = first; k < last; ++k) {
+    for (int k = first; k <= last; ++k) {
         if (r->stat_off[k] == NO_OFF) continue;
         layer *l = &net->layers[k];
         float *s = r->rolling + r->stat_off[k];
@@ -227,13 +242,12 @@ static void rolling(fsdp_recompute *r, network *net, int first, int last, int sa
 
 fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int last)
 {
-    for (int k = first; k < last; ++k)
-        if (r->inner[k]) point(r, &net->layers[k], k, 1);
+    for (int k = first; k <= last; ++k) point(r, &net->layers[k], k, 1);
     rolling(r, net, first, last, 1);
     r->running = 1;
     /* As forward_network chains them: each layer reads the one below. */
     float *input = first ? net->layers[first - 1].output : net->input;
-    for (int k = first; k < last; ++k) {
+    for (int k = first; k <= last && r->role[k] != WHOLE; ++k) {
         layer l = net->layers[k];
         network n = *net;
         n.input = input;
@@ -284,7 +298,7 @@ void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m)
 {
     if (r->arena) fsdp_mem_free(m, r->arena);
     free(r->group_on);
-    free(r->inner);
+    free(r->role);
     free(r->off);
     free(r->stat_off);
     free(r->rolling);

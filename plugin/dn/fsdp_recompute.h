@@ -2,14 +2,17 @@
  * docs/DESIGN.md, "Activations").
  *
  * A recomputed group keeps, between its forward and its backward, only
- * what later layers read: its last layer's activations and those of its
- * layers that a route or shortcut past the group names ("kept" layers).
- * Its other layers ("inner" layers) keep their output, delta, and batch
- * norm's x and x_norm in one arena the plugin owns, which every recomputed
- * group shares: it holds one group's inner activations at a time, during
- * that group's forward and again during its backward.  Before its backward
- * the group's forward runs again from its kept input (the layer below it),
- * with the parameters gathered for backward; batch norm's rolling
+ * what later layers read: the output and delta of its last layer and of
+ * its layers that a route or shortcut past the group names ("kept"
+ * layers).  Everything else its layers hold (the other layers' output,
+ * delta, x and x_norm: "inner" layers; the kept ones' x and x_norm) lives
+ * in one arena the plugin owns, which every recomputed group shares: it
+ * holds one group's at a time, during that group's forward and again
+ * during its backward.  Before its backward the group's forward runs again
+ * from its kept input (the layer below it), every layer of it, with the
+ * parameters gathered for backward (a last layer that a dropout after it
+ * scales in place keeps everything instead, and is not run again: its
+ * backward reads the scaled output); batch norm's rolling
  * statistics are put back as they were, and synchronized batch norm's
  * global mean and variance are replayed from its forward, not reduced
  * again, so the weights are bit for bit those of a run without it.
@@ -25,13 +28,14 @@
  * recompute=1 passes such groups by.  Host runs only, for now: a GPU run
  * is refused.
  *
- * The states of an inner layer's pointers: output, x and x_norm point into
- * the arena from its group's first layer's forward to its last layer's
- * forward, delta is NULL then (forward writes no delta); from before the
- * group's backward (the recomputation) to after it, all four point into the
- * arena, deltas zeroed first.  Outside those, all four are NULL: no layer
- * points into the arena between passes, and resize_network's realloc of
- * NULL makes fresh arrays, which fsdp_recompute_resized gives back.  The
+ * The states of the pointers the arena holds (an inner layer's four, a
+ * kept layer's x and x_norm): from the group's first layer's forward to its
+ * last layer's forward they point into the arena, but for an inner delta,
+ * NULL then (forward writes no delta); from before the group's backward
+ * (the recomputation) to after it, all of them, inner deltas zeroed first.
+ * Outside those they are NULL: no layer points into the arena between
+ * passes, and resize_network's realloc of NULL makes fresh arrays, which
+ * fsdp_recompute_resized gives back.  The
  * arena is made once (grown only by a resize): nothing is allocated per
  * step. */
 #ifndef FSDP_RECOMPUTE_H
@@ -50,8 +54,8 @@ typedef struct fsdp_recompute {
     int ngroups_on;
     int *spans;              /* per recomputed group: its first and last layer */
     int nspans;
-    unsigned char *inner;    /* per layer: its activations live in the arena */
-    size_t *off;             /* per inner layer: its output, x, x_norm, delta in the arena (floats) */
+    unsigned char *role;     /* per layer: outside a recomputed group, inner, or kept */
+    size_t *off;             /* per layer of a recomputed group: its arrays' place in the arena (floats) */
     float *arena;
     size_t arena_floats;     /* made */
     size_t arena_need;       /* what the layers' sizes need now */
@@ -75,8 +79,7 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int first, int last);
 void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int first, int last);
 /* Before the group's backward, its parameters gathered: the arena again,
- * deltas zeroed, and its forward run again up to (not including) `last`,
- * whose own activations were kept. */
+ * inner deltas zeroed, and its forward run again, first..last. */
 fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int last);
 
 /* The bn_sync hook's part: while a recomputation runs, the mean and
