@@ -5,10 +5,11 @@
 # weights file alone does not.  A checkpoint missing a rank's file, of another
 # cfg, or a truncated one stops every rank with a message naming the file
 # (resuming on another world size: test_resume.sh).
-# usage: test_checkpoint.sh NP STRATEGY [adam] [node]   (node: shard_node_shared=1)
+# usage: test_checkpoint.sh NP STRATEGY [adam] [node] [recompute]
+#   node: shard_node_shared=1; recompute: recompute=1 in [net] (both runs)
 . "$(dirname "$0")/lib.sh"
-np=$1 strategy=$2 opt=sgd node=0
-for v in "${@:3}"; do case $v in adam) opt=adam ;; node) node=1 ;; esac; done
+np=$1 strategy=$2 opt=sgd node=0 recompute=0
+for v in "${@:3}"; do case $v in adam) opt=adam ;; node) node=1 ;; recompute) recompute=1 ;; esac; done
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
 mk() { # mk OUT MAX_BATCHES
@@ -16,6 +17,7 @@ mk() { # mk OUT MAX_BATCHES
       "$S/cfg/tests/residual.cfg" > "$1"
   if [ "$opt" = adam ]; then sed -i 's/^\[net\]$/[net]\nadam=1\nB1=0.9\nB2=0.999\neps=0.00001/' "$1"; fi
   if [ "$node" = 1 ]; then sed -i 's/^\[net\]$/[net]\nshard_node_shared=1/' "$1"; fi
+  if [ "$recompute" = 1 ]; then sed -i 's/^\[net\]$/[net]\nrecompute=1/' "$1"; fi
 }
 mkdir -p "$WORK/a" "$WORK/b"
 mk "$WORK/a/residual.cfg" 6
