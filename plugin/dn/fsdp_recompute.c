@@ -294,8 +294,11 @@ size_t fsdp_recompute_bytes(const fsdp_recompute *r)
     return (r->arena_floats + 2 * r->stat_floats) * sizeof(float);
 }
 
-void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m)
+void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
 {
+    /* A pass a failure cut short may have left layers pointing into it. */
+    if (r->role && net)
+        for (int s = 0; s < r->nspans; ++s) fsdp_recompute_leave(r, net, r->spans[2 * s], r->spans[2 * s + 1]);
     if (r->arena) fsdp_mem_free(m, r->arena);
     free(r->group_on);
     free(r->role);

@@ -93,7 +93,8 @@ void fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what wha
 fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);
 /* Bytes the arena and the saved statistics hold. */
 size_t fsdp_recompute_bytes(const fsdp_recompute *r);
-/* Before free_network: frees the arena and the tables (enabled stays). */
-void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m);
+/* Before free_network: no layer points into the arena; frees it and the
+ * tables (enabled stays). */
+void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);
 
 #endif

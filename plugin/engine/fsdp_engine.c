@@ -27,7 +27,7 @@ static void release_network(fsdp_engine *e)
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
     }
     fsdp_acts_release(&e->acts, &e->mem, e->net);
-    fsdp_recompute_release(&e->rc, &e->mem);
+    fsdp_recompute_release(&e->rc, &e->mem, e->net);
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
     free(e->groups);
