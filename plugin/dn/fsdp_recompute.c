@@ -96,14 +96,14 @@ fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, co
         if (!line) line = cfg->recompute_line;
     }
     for (int g = 0; g < p->ngroups; ++g) r->ngroups_on += r->group_on[g];
-    r->spans = malloc(2 * (size_t)(r->ngroups_on + 1) * sizeof *r->spans);
-    if (!r->spans) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    r->ngroups = p->ngroups;
+    r->span = malloc(2 * (size_t)p->ngroups * sizeof *r->span);
+    if (!r->span) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int g = 0; g < p->ngroups; ++g) {
-        if (!r->group_on[g]) continue;
+        /* A recomputed group's layers are one run (cannot() saw to it). */
         const fsdp_group_info *info = &p->groups[g];
-        r->spans[2 * r->nspans] = info->layers[0];
-        r->spans[2 * r->nspans + 1] = info->layers[info->nlayers - 1];
-        ++r->nspans;
+        r->span[2 * g] = r->group_on[g] ? info->layers[0] : -1;
+        r->span[2 * g + 1] = r->group_on[g] ? info->layers[info->nlayers - 1] : -1;
     }
     if (r->ngroups_on && device)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s:%d: recompute=1: a GPU run cannot recompute activations yet "
@@ -130,8 +130,9 @@ static int read_past(const network *net, int k, int last)
 static void layout(fsdp_recompute *r, const network *net)
 {
     size_t arena = 0, stats = 0;
-    for (int s = 0; s < r->nspans; ++s) {
-        int first = r->spans[2 * s], last = r->spans[2 * s + 1];
+    for (int g = 0; g < r->ngroups; ++g) {
+        if (!r->group_on[g]) continue;
+        int first = r->span[2 * g], last = r->span[2 * g + 1];
         size_t at = 0;
         for (int k = first; k <= last; ++k) {
             const layer *l = &net->layers[k];
@@ -206,14 +207,14 @@ static void point(const fsdp_recompute *r, layer *l, int k, int delta)
     }
 }
 
-void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int first, int last)
+void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g)
 {
-    for (int k = first; k <= last; ++k) point(r, &net->layers[k], k, 0);
+    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) point(r, &net->layers[k], k, 0);
 }
 
-void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int first, int last)
+void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g)
 {
-    for (int k = first; k <= last; ++k) {
+    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) {
         if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) continue;
         layer *l = &net->layers[k];
         if (r->role[k] == INNER) l->output = l->delta = NULL;
@@ -240,8 +241,9 @@ static void rolling(fsdp_recompute *r, network *net, int first, int last, int sa
     }
 }
 
-fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int last)
+fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g)
 {
+    int first = r->span[2 * g], last = r->span[2 * g + 1];
     for (int k = first; k <= last; ++k) point(r, &net->layers[k], k, 1);
     rolling(r, net, first, last, 1);
     r->running = 1;
@@ -260,19 +262,26 @@ fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int l
     return FSDP_OK;
 }
 
+/* Where layer's forward mean or variance is kept for replay, or NULL:
+ * another statistic, or a layer no recomputed group runs again. */
+static float *replay_slot(const fsdp_recompute *r, int layer, dn_bn_what what, int channels)
+{
+    if (layer < 0 || layer >= r->n || !r->stat_off || r->stat_off[layer] == NO_OFF) return NULL;
+    if (what != DN_BN_MEAN && what != DN_BN_VARIANCE) return NULL;
+    return r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0);
+}
+
 int fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels)
 {
-    if (!r->running || layer < 0 || layer >= r->n || !r->stat_off || r->stat_off[layer] == NO_OFF) return 0;
-    if (what != DN_BN_MEAN && what != DN_BN_VARIANCE) return 0;
-    memcpy(x, r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0), (size_t)channels * sizeof *x);
-    return 1;
+    const float *slot = r->running ? replay_slot(r, layer, what, channels) : NULL;
+    if (slot) memcpy(x, slot, (size_t)channels * sizeof *x);
+    return slot != NULL;
 }
 
 void fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x, int channels)
 {
-    if (r->running || layer < 0 || layer >= r->n || !r->stat_off || r->stat_off[layer] == NO_OFF) return;
-    if (what != DN_BN_MEAN && what != DN_BN_VARIANCE) return;
-    memcpy(r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0), x, (size_t)channels * sizeof *x);
+    float *slot = r->running ? NULL : replay_slot(r, layer, what, channels);
+    if (slot) memcpy(slot, x, (size_t)channels * sizeof *x);
 }
 
 fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
@@ -298,7 +307,8 @@ void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
 {
     /* A pass a failure cut short may have left layers pointing into it. */
     if (r->role && net)
-        for (int s = 0; s < r->nspans; ++s) fsdp_recompute_leave(r, net, r->spans[2 * s], r->spans[2 * s + 1]);
+        for (int g = 0; g < r->ngroups; ++g)
+            if (r->group_on[g]) fsdp_recompute_leave(r, net, g);
     if (r->arena) fsdp_mem_free(m, r->arena);
     free(r->group_on);
     free(r->role);
@@ -306,7 +316,7 @@ void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
     free(r->stat_off);
     free(r->rolling);
     free(r->replay);
-    free(r->spans);
+    free(r->span);
     int enabled = r->enabled;
     *r = (fsdp_recompute){ .enabled = enabled };
 }

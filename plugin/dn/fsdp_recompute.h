@@ -52,8 +52,8 @@ typedef struct fsdp_recompute {
     int n;                   /* layers */
     unsigned char *group_on; /* per group: recomputed */
     int ngroups_on;
-    int *spans;              /* per recomputed group: its first and last layer */
-    int nspans;
+    int ngroups;
+    int *span;               /* per group: its first and last layer when recomputed, else -1 */
     unsigned char *role;     /* per layer: outside a recomputed group, inner, or kept */
     size_t *off;             /* per layer of a recomputed group: its arrays' place in the arena (floats) */
     float *arena;
@@ -75,12 +75,12 @@ fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, co
  * activations back, the arena is made. */
 fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);
 
-/* The step plan's activation operations on group g (its span first..last). */
-void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int first, int last);
-void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int first, int last);
+/* The step plan's activation operations on recomputed group g. */
+void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g);
+void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g);
 /* Before the group's backward, its parameters gathered: the arena again,
  * inner deltas zeroed, and its forward run again, first..last. */
-fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int first, int last);
+fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g);
 
 /* The bn_sync hook's part: while a recomputation runs, the mean and
  * variance of layer `layer` are the ones its forward reduced (copied into

@@ -368,14 +368,6 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     return s;
 }
 
-/* The first (end 0) or last (end 1) layer of the op's group: a recomputed
- * group's layers are one run (fsdp_recompute.h). */
-static int span_of(const fsdp_engine *e, const fsdp_op *op, int end)
-{
-    const fsdp_group_info *info = e->groups[op->group].info;
-    return info->layers[end ? info->nlayers - 1 : 0];
-}
-
 /* One op of the step plan on the flats.  `a` is the update's arguments
  * where an op steps the optimizer (reduce, settle, step), else NULL. */
 static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
@@ -395,12 +387,12 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
         return s;
     }
     case FSDP_OP_ACTS_IN:
-        fsdp_recompute_enter_forward(&e->rc, e->net, span_of(e, op, 0), span_of(e, op, 1));
+        fsdp_recompute_enter_forward(&e->rc, e->net, op->group);
         return FSDP_OK;
     case FSDP_OP_ACTS_OUT:
-        fsdp_recompute_leave(&e->rc, e->net, span_of(e, op, 0), span_of(e, op, 1));
+        fsdp_recompute_leave(&e->rc, e->net, op->group);
         return FSDP_OK;
-    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, span_of(e, op, 0), span_of(e, op, 1));
+    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, op->group);
     case FSDP_OP_KINDS: break;
     }
     return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);
