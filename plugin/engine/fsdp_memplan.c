@@ -221,14 +221,17 @@ static sim_flat *sim_flat_of(sim *s, int group, int flat)
     return &s->f[2 * group + flat];
 }
 
-static void count(sim *s, int group, uint64_t *field_of(fsdp_group_tally *), uint64_t n)
+/* What an op moved, when counting: bytes of each collective and backward
+ * gathers, for the micro-batches the one being run stands for. */
+static void count(sim *s, int group, uint64_t ag, uint64_t rs, uint64_t ar, uint64_t gathers)
 {
-    if (s->bytes && n) *field_of(&s->bytes[group]) += n * s->weight;
+    if (!s->bytes) return;
+    fsdp_group_tally *t = &s->bytes[group];
+    t->ag_bytes += ag * s->weight;
+    t->rs_bytes += rs * s->weight;
+    t->ar_bytes += ar * s->weight;
+    t->backward_gathers += gathers * s->weight;
 }
-static uint64_t *ag_of(fsdp_group_tally *t) { return &t->ag_bytes; }
-static uint64_t *rs_of(fsdp_group_tally *t) { return &t->rs_bytes; }
-static uint64_t *ar_of(fsdp_group_tally *t) { return &t->ar_bytes; }
-static uint64_t *gathers_of(fsdp_group_tally *t) { return &t->backward_gathers; }
 
 static void sim_unshard(sim *s, const fsdp_op *op)
 {
@@ -236,8 +239,7 @@ static void sim_unshard(sim *s, const fsdp_op *op)
     if (!f->nt || f->state == FSDP_FLAT_GATHERED) return;
     if (f->state == FSDP_FLAT_SHARDED) take(s, &f->full, f->gather);
     f->state = FSDP_FLAT_GATHERED;
-    count(s, op->group, ag_of, f->moves);
-    if (op->backward && f->moves) count(s, op->group, gathers_of, 1);
+    count(s, op->group, f->moves, 0, 0, op->backward && f->moves);
 }
 
 static void sim_prefetch(sim *s, const fsdp_op *op)
@@ -277,7 +279,7 @@ static void sim_update_group(sim *s, int k)
     give(s, &f->gownbuf);
     give(s, &f->gradbuf);
     f->grad_state = FSDP_GRAD_NONE;
-    count(s, k, ag_of, f->step_ag);
+    count(s, k, f->step_ag, 0, 0, 0);
 }
 
 static void sim_settle(sim *s)
@@ -296,8 +298,7 @@ static void sim_reduce(sim *s, int k)
     sim_settle(s);
     sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return;
-    count(s, k, rs_of, f->rs);
-    count(s, k, ar_of, f->ar);
+    count(s, k, 0, f->rs, f->ar, 0);
     if (f->in_slot) {
         /* The optimizer sums from the node slots: no buffer. */
         f->grad_state = FSDP_GRAD_IN_SLOTS;
