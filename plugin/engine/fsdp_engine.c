@@ -408,6 +408,7 @@ static fsdp_status run_at(fsdp_engine *e, network *net, int i, fsdp_at at)
 {
     int n;
     const fsdp_op *ops = fsdp_step_plan_at(&e->step_plan, i, at, &n);
+    if (!n) return FSDP_OK;   /* most layers' points: nothing to ask */
     int last = at >= FSDP_AT_BACKWARD_BEFORE && last_micro_batch(e, net);
     const update_args *a = NULL;
     for (int k = 0; k < n; ++k) {
