@@ -228,6 +228,7 @@ static int h_resized(void *c, network *net)
     if (e->net != net || !e->plan.need_bwd) return DN_OK;
     fsdp_deltas_drop_unneeded(&e->plan, net);
     fsdp_status s = fsdp_acts_resized(&e->acts, &e->mem, net);
+    if (s == FSDP_OK) s = fsdp_delta_pool_resized(&e->deltas, &e->mem, net);
     return to_dn(s == FSDP_OK ? fsdp_recompute_resized(&e->rc, &e->mem, net) : s);
 }
 /* Rank 0's stats file, once, while the groups still exist. */
@@ -548,6 +549,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     /* Training commands only: some others read a layer's output after the
      * forward pass (fsdp_acts.h). */
     if (s == FSDP_OK) engine.acts.enabled = fsdp_command_trains_exactly(*argc, argv) && fsdp_acts_wanted();
+    engine.deltas.enabled = engine.acts.enabled;
     engine.rc.enabled = fsdp_command_trains_exactly(*argc, argv);
     run.checkpoint = flags.checkpoint;
     run.resume = flags.resume;

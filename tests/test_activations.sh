@@ -67,13 +67,22 @@ case $opts in *" route_into_dropout "*) route=1 ;; *) route=0 ;; esac
 #   5 -> B; 6 -> A, grown to 1536; 7 -> B, grown to 2560; 8 -> C.
 # Buffers: 1536 + 2560 + 1024 = 5120 floats per image of the forward's batch.
 # Given back: those eight outputs (8448) and the frozen batch norms' x and
-# x_norm (2 * (1024 + 384) = 2816).  Deltas: as without (fsdp_deltas.h).
+# x_norm (2 * (1024 + 384) = 2816).  Deltas: as without (fsdp_deltas.h);
+# the head's (3 floats, read by the softmax) in the delta pool
+# (fsdp_delta_pool.h), one buffer of 3 floats, which saves nothing.
+# route_into_dropout: layers 2 (1024, read by the route), 3 (the route,
+# 2048), 4 (maxpool, 512) and 5 (connected, 3) are pooled, 3587 floats.
+# Opening in backward order, each into a buffer whose occupant's own
+# backward has run (the smallest that holds it, else the largest, grown):
+#   5 (opens at 6) -> A (3); 4 (at 5) -> B (512); 3 (at 4) -> A, grown to
+#   2048; 2 (at 3) -> B, grown to 1024.  Buffers 3072: 515 floats saved.
 
 cfg_for() { # cfg_for OUT IMAGES_PER_RANK
   if [ "$route" = 1 ]; then body_route $(($2 * sd)) > "$1"; else body $(($2 * sd)) > "$1"; fi
 }
-# Per image: transient outputs, shared buffer floats, floats saved; trunk floats.
-if [ "$route" = 1 ]; then theory="0 0 0" trunk=112; else theory="8 5120 6144" trunk=1058; fi
+# Per image: transient outputs, shared buffer floats, floats saved; pooled
+# deltas, their buffers' floats; trunk floats.
+if [ "$route" = 1 ]; then theory="0 0 515 4 3072" trunk=112; else theory="8 5120 6144 1 3" trunk=1058; fi
 
 cfg_for "$WORK/init.cfg" "$b"
 sed -i '/^frozen=\|^shard_group=/d; s/^max_batches=.*/max_batches=1/' "$WORK/init.cfg"
@@ -100,12 +109,12 @@ stats_check() { # stats_check STATS KEPT_STATS IMAGES_PER_FORWARD
   python3 - "$@" $theory <<'EOF'
 import json, sys
 d, k, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
-transient, buffers, saved_floats = (int(x) for x in sys.argv[4:7])
-want = {"transient_outputs": transient, "activation_buffers_bytes": buffers * n * 4}
+transient, buffers, saved_floats, pooled, dbuffers = (int(x) for x in sys.argv[4:9])
+want = {"transient_outputs": transient, "activation_buffers_bytes": buffers * n * 4,
+        "pooled_deltas": pooled, "delta_buffers_bytes": dbuffers * n * 4}
 got = {key: d[key] for key in want}
 saved = k["predicted"]["activations"] - d["predicted"]["activations"]
-ok = got == want and k["transient_outputs"] == 0 and k["activation_buffers_bytes"] == 0 \
-     and saved == saved_floats * n * 4
+ok = got == want and all(k[key] == 0 for key in want) and saved == saved_floats * n * 4
 print("got", got, "saved", saved, "want", want, "saved", saved_floats * n * 4)
 sys.exit(0 if ok else 1)
 EOF

@@ -25,21 +25,29 @@ case $opts in *" prefetch "*) extra="$extra\nshard_prefetch=1" ;; esac
 case $opts in *" dropout_after "*) dropout=1 route=5 act3=logistic ;; esac
 
 # 16x16x3 input.  Per image (floats):
-#   group a: 0 conv 4, batch norm  16x16x4 = 1024   inner: output, delta, x, x_norm  4096
-#            1 conv 4              16x16x4 = 1024   inner: output, delta             2048
+#   group a: 0 conv 4, batch norm  16x16x4 = 1024   inner: output, x, x_norm  3072
+#            1 conv 4              16x16x4 = 1024   inner: output             1024
 #            2 shortcut from=-2    16x16x4 = 1024   kept: the route (6) reads it
 #            3 conv 4 stride 2, bn  8x8x4  =  256   kept, the group's last: x, x_norm 512
-#   group b: 4 conv 6, batch norm   8x8x6  =  384   inner                            1536
-#            5 upsample 2          16x16x6 = 1536   inner                            3072
+#   group b: 4 conv 6, batch norm   8x8x6  =  384   inner                     1152
+#            5 upsample 2          16x16x6 = 1536   inner                     1536
 #            6 route -1,-4         16x16x10 = 2560  kept: the group's last layer
-#   root:    7 maxpool, 8 conv 6, 9 connected 3 (the head), 10 softmax
+#   root:    7 maxpool (640), 8 conv 6 (384), 9 connected 3 (the head), 10 softmax
 #   dropout_after: a dropout after 3 (root), scaling 3's output in place,
 #            which 3's backward reads: 3 keeps everything and is not run
 #            again, so its x and x_norm and statistics leave the arena:
-#            6144 and 40 floats.
-# Without recompute these hold 4096 + 2048 + 512 + 1536 + 3072 = 11264; with
-# it the groups share an arena of max(6656, 4608) = 6656, and the rolling and
+#            6784, 4096 and 40 floats.
+# Without recompute these hold 3072 + 1024 + 512 + 1152 + 1536 = 7296; with
+# it the groups share an arena of max(4608, 2688) = 4608, and the rolling and
 # replayed statistics of layers 0, 3 and 4 take 2 x 2 x (4 + 4 + 6) = 56 floats.
+# Deltas are the delta pool's in both runs (fsdp_delta_pool.h): layers 0-9,
+# each opening before its last reader's backward, into a buffer whose
+# occupant's own backward has run (the smallest that holds it, else the
+# largest, grown), else a new one:
+#   9 (3) -> A; 8 (384) -> B; 7 (640) -> A; 6 (2560) -> B; 2 (1024, opens at
+#   the route) -> A; 5 (1536) -> C; 4 -> B; 3 -> C; 0 -> C; 1 -> B:
+#   1024 + 2560 + 1536 = 5120 floats.  dropout_after: 3 keeps Darknet's own
+#   (the dropout shares it): 9 pooled, the same 5120 floats.
 body() { # body IMAGES_PER_FORWARD_TIMES_SD KEYS_A KEYS_B
   printf "[net]\nbatch=%s\nsubdivisions=%s\nwidth=16\nheight=16\nchannels=3\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant$extra\n" "$1" "$sd"
   printf "\n[convolutional]\nshard_group=a$2\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
@@ -136,10 +144,12 @@ import json, sys
 p, r, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
 dropout = sys.argv[4] == "1"
 saved = p["predicted"]["activations"] - r["predicted"]["activations"]
-held, arena, stats = (10752, 6144, 40) if dropout else (11264, 6656, 56)
+held, arena, stats = (6784, 4096, 40) if dropout else (7296, 4608, 56)
 want = (held - arena) * n * 4 - stats * 4
-print("saved", saved, "theory", want)
-sys.exit(0 if saved == want else 1)
+pool = {"pooled_deltas": 9 if dropout else 10, "delta_buffers_bytes": 5120 * n * 4}
+got = [{key: d[key] for key in pool} for d in (p, r)]
+print("saved", saved, "theory", want, "delta pool", got, "theory", pool)
+sys.exit(0 if saved == want and got == [pool, pool] else 1)
 EOF
 }
 same_bytes() { # same_bytes PLAIN RC: every collective moved the same bytes

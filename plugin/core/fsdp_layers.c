@@ -200,3 +200,14 @@ int fsdp_layer_is_loss(const layer *l)
     default: return 0;
     }
 }
+
+int fsdp_layer_plain_arrays(const layer *l)
+{
+    switch (l->type) {
+    case CONVOLUTIONAL: case CONNECTED: case MAXPOOL: case AVGPOOL: case ROUTE: case SHORTCUT:
+    case UPSAMPLE: case REORG:
+        return !l->truth;
+    default:
+        return 0;
+    }
+}

@@ -39,12 +39,19 @@ void fsdp_tensor_free_device(const fsdp_tensor *t);
  * GPU build's do, on any run (some layers make them even under -nogpu). */
 int fsdp_layers_have_device_arrays(void);
 
-/* A layer's activation array `which`: the host one, or with device its
- * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */
 /* Whether the layer computes a loss (and its delta) in its forward: yolo,
  * region, detection, cost, softmax, logxent, iseg. */
 int fsdp_layer_is_loss(const layer *l);
 
+/* Whether the layer's output, delta and x are arrays of its own that only
+ * its own forward and backward, and its readers', use: convolutional,
+ * connected, maxpool, avgpool, route, shortcut, upsample, reorg (not a
+ * truth layer).  Loss layers, recurrent layers (state carried between
+ * steps) and the rest keep theirs; dropout shares its input's. */
+int fsdp_layer_plain_arrays(const layer *l);
+
+/* A layer's activation array `which`: the host one, or with device its
+ * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */
 typedef enum { FSDP_ACT_OUTPUT, FSDP_ACT_DELTA, FSDP_ACT_X, FSDP_ACT_X_NORM } fsdp_act_array;
 float **fsdp_layer_act(layer *l, fsdp_act_array which, int device);
 

@@ -22,21 +22,6 @@ static fsdp_status remake(float **p, size_t n, int device)
     return *p ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats of activations", n);
 }
 
-/* Layers whose output, delta and x are arrays of their own that only
- * Darknet's forward and backward of the layer itself use.  Loss layers,
- * recurrent layers (state carried between steps) and the rest keep
- * theirs; dropout shares its input's. */
-static int plain_layer(const layer *l)
-{
-    switch (l->type) {
-    case CONVOLUTIONAL: case CONNECTED: case MAXPOOL: case AVGPOOL: case ROUTE: case SHORTCUT:
-    case UPSAMPLE: case REORG:
-        return !l->truth;
-    default:
-        return 0;
-    }
-}
-
 /* Batch norm a frozen layer runs in inference mode, through x. */
 static int has_bn(const layer *l)
 {
@@ -68,7 +53,7 @@ fsdp_status fsdp_acts_layer_built(fsdp_acts *a, const fsdp_cfg *cfg, network *ne
     int frozen = i < cfg->nlayers && cfg->layers[i].frozen;
     int need = fsdp_layer_needs_backward(net, i, fsdp_layer_tensors(l, t) > 0 && !frozen, a->need);
     a->need[i] = (unsigned char)need;
-    if (need || !plain_layer(l) || read_after_forward(net, i)) return FSDP_OK;
+    if (need || !fsdp_layer_plain_arrays(l) || read_after_forward(net, i)) return FSDP_OK;
     /* Every layer reading it comes later: the plan decides at setup. */
     for (fsdp_act_array f = FSDP_ACT_OUTPUT; f <= FSDP_ACT_X_NORM; ++f) {
         if (f != FSDP_ACT_OUTPUT || !a->device) give_back(fsdp_layer_act(l, f, 0), 0);
@@ -105,39 +90,14 @@ static fsdp_status restore_delta(const fsdp_acts *a, network *net, int c, const 
     return FSDP_OK;
 }
 
-/* Transient outputs share buffers by lifetime: in the order they start,
- * each takes a buffer whose last reader has run (the smallest that holds
- * it, or else the largest, grown), or a new one. */
-static fsdp_status assign_buffers(fsdp_acts *a, const network *net)
+/* Transient outputs share buffers by lifetime (fsdp_bufs.h), from their
+ * own forward to their last reader's. */
+static fsdp_status assign_buffers(fsdp_acts *a, const network *net, const fsdp_mem_ctx *m)
 {
-    int *busy = calloc((size_t)a->n, sizeof *busy);
-    a->caps = calloc((size_t)a->n, sizeof *a->caps);
-    if (!busy || !a->caps) { free(busy); return fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); }
-    for (int c = 0; c < a->n; ++c) {
-        if (a->buf[c] < 0) continue;
-        size_t need = floats(&net->layers[c]);
-        int fit = -1, big = -1;
-        for (int b = 0; b < a->nbufs; ++b) {
-            if (busy[b] >= c) continue;
-            if (a->caps[b] >= need && (fit < 0 || a->caps[b] < a->caps[fit])) fit = b;
-            if (big < 0 || a->caps[b] > a->caps[big]) big = b;
-        }
-        int b = fit >= 0 ? fit : big >= 0 ? big : a->nbufs++;
-        if (a->caps[b] < need) a->caps[b] = need;
-        busy[b] = a->last[c];
-        a->buf[c] = b;
-    }
-    free(busy);
-    return FSDP_OK;
-}
-
-static fsdp_status alloc_buffers(fsdp_acts *a, const fsdp_mem_ctx *m)
-{
-    a->bufs = calloc((size_t)(a->nbufs ? a->nbufs : 1), sizeof *a->bufs);
-    if (!a->bufs) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (int b = 0; b < a->nbufs; ++b)
-        if (!(a->bufs[b] = fsdp_mem_alloc(m, a->caps[b], 1))) return FSDP_ERR_NOMEM;
-    return FSDP_OK;
+    FSDP_TRY(fsdp_bufs_init(&a->bufs, a->n, 1));
+    for (int c = 0; c < a->n; ++c)
+        if (a->buf[c] >= 0) a->buf[c] = fsdp_bufs_take(&a->bufs, floats(&net->layers[c]), c, a->last[c]);
+    return fsdp_bufs_alloc(&a->bufs, m);
 }
 
 static fsdp_status closing_lists(fsdp_acts *a)
@@ -163,7 +123,7 @@ static void lifetimes(fsdp_acts *a, const fsdp_layout_plan *p, const network *ne
         a->prod[i] = i > 0 && net->layers[i].type == DROPOUT ? a->prod[i - 1] : i;
         a->last[i] = i;
         /* -2: a candidate until a reader needing backward says otherwise */
-        a->buf[i] = a->prod[i] == i && !p->need_bwd[i] && plain_layer(&net->layers[i]) &&
+        a->buf[i] = a->prod[i] == i && !p->need_bwd[i] && fsdp_layer_plain_arrays(&net->layers[i]) &&
                     !read_after_forward(net, i) ? -2 : -1;
     }
     for (int j = 0; j < a->n; ++j) {
@@ -226,8 +186,7 @@ fsdp_status fsdp_acts_setup(fsdp_acts *a, const fsdp_layout_plan *p, const fsdp_
         }
     }
     free(keep);
-    if (s == FSDP_OK) s = assign_buffers(a, net);
-    if (s == FSDP_OK) s = alloc_buffers(a, m);
+    if (s == FSDP_OK) s = assign_buffers(a, net, m);
     if (s == FSDP_OK) s = closing_lists(a);
     a->set_up = s == FSDP_OK;
     return s;
@@ -240,7 +199,7 @@ void fsdp_acts_forward(const fsdp_acts *a, network *net, int i, dn_when when)
     if (!a->set_up || i < 0 || i >= a->n) return;
     layer *l = &net->layers[i];
     if (when == DN_BEFORE) {
-        if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, a->bufs[a->buf[i]]);
+        if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, a->bufs.ptr[a->buf[i]]);
         if (a->bn[i]) *fsdp_layer_act(l, FSDP_ACT_X, a->device) = *fsdp_layer_act(l, FSDP_ACT_OUTPUT, a->device);
         return;
     }
@@ -264,23 +223,14 @@ fsdp_status fsdp_acts_resized(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
             give_back(fsdp_layer_act(l, FSDP_ACT_X_NORM, d), d);
         }
     }
-    for (int b = 0; b < a->nbufs; ++b) {
-        size_t need = 0;
-        for (int c = 0; c < a->n; ++c)
-            if (a->prod[c] == c && a->buf[c] == b && floats(&net->layers[c]) > need) need = floats(&net->layers[c]);
-        if (need <= a->caps[b]) continue;
-        fsdp_mem_free(m, a->bufs[b]);
-        a->caps[b] = need;
-        if (!(a->bufs[b] = fsdp_mem_alloc(m, need, 1))) return FSDP_ERR_NOMEM;
-    }
+    for (int i = 0; i < a->n; ++i)
+        if (a->prod[i] == i && a->buf[i] >= 0) FSDP_TRY(fsdp_bufs_grow(&a->bufs, m, a->buf[i], floats(&net->layers[i])));
     return FSDP_OK;
 }
 
 size_t fsdp_acts_bytes(const fsdp_acts *a)
 {
-    size_t n = 0;
-    for (int b = 0; a->set_up && b < a->nbufs; ++b) n += a->caps[b];
-    return n * sizeof(float);
+    return a->set_up ? fsdp_bufs_bytes(&a->bufs) : 0;
 }
 
 void fsdp_acts_release(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
@@ -290,8 +240,8 @@ void fsdp_acts_release(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
             if (a->prod[i] == i && a->buf[i] >= 0) point_members(a, net, i, NULL);
             if (a->bn[i]) *fsdp_layer_act(&net->layers[i], FSDP_ACT_X, a->device) = NULL;
         }
-    for (int b = 0; a->bufs && b < a->nbufs; ++b) fsdp_mem_free(m, a->bufs[b]);
+    fsdp_bufs_free(&a->bufs, m);
     free(a->need); free(a->freed); free(a->prod); free(a->buf); free(a->last); free(a->bn);
-    free(a->close_at); free(a->close_list); free(a->bufs); free(a->caps);
+    free(a->close_at); free(a->close_list);
     *a = (fsdp_acts){ .enabled = a->enabled };
 }

@@ -38,6 +38,7 @@
 
 #include "darknet_plugin.h"
 #include "fsdp.h"
+#include "fsdp_bufs.h"
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
 #include "fsdp_mem.h"
@@ -54,9 +55,7 @@ typedef struct fsdp_acts {
     unsigned char *bn;       /* per layer: x is its output while it runs forward */
     int *close_at;           /* n + 1 offsets into close_list: producers whose last reader is layer i */
     int *close_list;
-    float **bufs;            /* the shared buffers (fsdp_mem: host or device) */
-    size_t *caps;            /* their floats */
-    int nbufs;
+    fsdp_bufs bufs;          /* the shared buffers (fsdp_mem: host or device) */
     int transient;           /* layers whose output is transient */
     int set_up;              /* fsdp_acts_setup ran: the pointers are in the states above */
 } fsdp_acts;

@@ -14,10 +14,13 @@ enum { OUTSIDE = 0, INNER, KEPT, WHOLE };
 
 static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
 static int has_bn(const layer *l) { return l->batch_normalize || l->type == BATCHNORM; }
-/* An inner layer's output, delta, x and x_norm; a kept one's x and x_norm. */
-static size_t arena_floats(const layer *l, int role)
+/* An inner layer's output, delta (unless the delta pool holds it), x and
+ * x_norm; a kept one's x and x_norm. */
+static size_t arena_floats(const fsdp_recompute *r, const layer *l, int k)
 {
-    return role == INNER ? floats(l) * (has_bn(l) ? 4 : 2) : role == KEPT && has_bn(l) ? 2 * floats(l) : 0;
+    size_t bn = has_bn(l) ? 2 : 0;
+    if (r->role[k] == INNER) return floats(l) * (1 + !r->pooled[k] + bn);
+    return r->role[k] == KEPT ? bn * floats(l) : 0;
 }
 
 /* Why layer l's forward cannot run again to the same bits, or NULL. */
@@ -143,7 +146,7 @@ static void layout(fsdp_recompute *r, const network *net)
                 stats += 2 * (size_t)l->out_c;
             }
             r->off[k] = at;
-            at += arena_floats(l, r->role[k]);
+            at += arena_floats(r, l, k);
         }
         if (at > arena) arena = at;
     }
@@ -159,21 +162,25 @@ static void give_back(const fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
         layer *l = &net->layers[k];
         if (r->role[k] == INNER) {
             fsdp_mem_free_darknet(m, &l->output);
-            fsdp_mem_free_darknet(m, &l->delta);
+            if (!r->pooled[k]) fsdp_mem_free_darknet(m, &l->delta);
         }
         fsdp_mem_free_darknet(m, &l->x);
         fsdp_mem_free_darknet(m, &l->x_norm);
     }
 }
 
-fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
+fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net,
+                                 const fsdp_delta_pool *deltas)
 {
     r->set_up = 1;
     if (!r->ngroups_on) return FSDP_OK;
     r->role = calloc((size_t)r->n, sizeof *r->role);
+    r->pooled = calloc((size_t)r->n, sizeof *r->pooled);
+    if (r->pooled)
+        for (int k = 0; k < r->n; ++k) r->pooled[k] = (unsigned char)fsdp_delta_pool_has(deltas, k);
     r->off = malloc((size_t)r->n * sizeof *r->off);
     r->stat_off = malloc((size_t)r->n * sizeof *r->stat_off);
-    if (!r->role || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (!r->role || !r->pooled || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < r->n; ++k) r->off[k] = r->stat_off[k] = NO_OFF;
     layout(r, net);
     give_back(r, m, net);
@@ -188,7 +195,8 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 }
 
 /* Points layer k's arrays into the arena: an inner layer's output, x and
- * x_norm (and, when `delta`, its delta, zeroed); a kept one's x and x_norm. */
+ * x_norm (and, when `delta`, its delta, zeroed, unless the pool holds it);
+ * a kept one's x and x_norm. */
 static void point(const fsdp_recompute *r, layer *l, int k, int delta)
 {
     if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) return;
@@ -197,6 +205,8 @@ static void point(const fsdp_recompute *r, layer *l, int k, int delta)
     if (r->role[k] == INNER) {
         l->output = at;
         at += n;
+    }
+    if (r->role[k] == INNER && !r->pooled[k]) {
         l->delta = delta ? at : NULL;
         if (delta) memset(l->delta, 0, n * sizeof *l->delta);
         at += n;
@@ -217,7 +227,8 @@ void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g)
     for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) {
         if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) continue;
         layer *l = &net->layers[k];
-        if (r->role[k] == INNER) l->output = l->delta = NULL;
+        if (r->role[k] == INNER) l->output = NULL;
+        if (r->role[k] == INNER && !r->pooled[k]) l->delta = NULL;
         l->x = l->x_norm = NULL;
     }
 }
@@ -312,6 +323,7 @@ void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
     if (r->arena) fsdp_mem_free(m, r->arena);
     free(r->group_on);
     free(r->role);
+    free(r->pooled);
     free(r->off);
     free(r->stat_off);
     free(r->rolling);

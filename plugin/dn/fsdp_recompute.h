@@ -44,6 +44,7 @@
 #include "darknet_plugin.h"
 #include "fsdp.h"
 #include "fsdp_cfg.h"
+#include "fsdp_delta_pool.h"
 #include "fsdp_groups.h"
 #include "fsdp_mem.h"
 
@@ -55,6 +56,7 @@ typedef struct fsdp_recompute {
     int ngroups;
     int *span;               /* per group: its first and last layer when recomputed, else -1 */
     unsigned char *role;     /* per layer: outside a recomputed group, inner, or kept */
+    unsigned char *pooled;   /* per layer: its delta is the delta pool's (fsdp_delta_pool.h), not the arena's */
     size_t *off;             /* per layer of a recomputed group: its arrays' place in the arena (floats) */
     float *arena;
     size_t arena_floats;     /* made */
@@ -71,9 +73,11 @@ typedef struct fsdp_recompute {
  * that cannot; `device`: a GPU run. */
 fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, const fsdp_cfg *cfg,
                                 const network *net, int device);
-/* Once the network is built and the plan made: the inner layers give their
- * activations back, the arena is made. */
-fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);
+/* Once the network is built and the plan made, and the delta pool set up:
+ * the inner layers give their activations back (but the deltas the pool
+ * holds), the arena is made. */
+fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net,
+                                 const fsdp_delta_pool *deltas);
 
 /* The step plan's activation operations on recomputed group g. */
 void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g);

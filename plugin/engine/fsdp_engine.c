@@ -27,6 +27,7 @@ static void release_network(fsdp_engine *e)
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
     }
     fsdp_acts_release(&e->acts, &e->mem, e->net);
+    fsdp_delta_pool_release(&e->deltas, &e->mem, e->net);
     fsdp_recompute_release(&e->rc, &e->mem, e->net);
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
@@ -226,7 +227,8 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(share_node(e));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
-    FSDP_TRY(fsdp_recompute_setup(&e->rc, &e->mem, net));
+    FSDP_TRY(fsdp_delta_pool_setup(&e->deltas, &e->plan, &e->mem, net));
+    FSDP_TRY(fsdp_recompute_setup(&e->rc, &e->mem, net, &e->deltas));
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     malloc_trim(0);
     /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
@@ -436,7 +438,10 @@ fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, 
         *skip = 1;
         return FSDP_OK;
     }
-    return run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_BACKWARD_BEFORE : FSDP_AT_BACKWARD_AFTER);
+    if (when == DN_BEFORE) fsdp_delta_pool_backward(&e->deltas, net, i, when);
+    fsdp_status s = run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_BACKWARD_BEFORE : FSDP_AT_BACKWARD_AFTER);
+    if (when == DN_AFTER) fsdp_delta_pool_backward(&e->deltas, net, i, when);
+    return s;
 }
 
 /* ---- update -------------------------------------------------------------- */

@@ -18,6 +18,7 @@
 #include "darknet_plugin.h"
 #include "fsdp.h"
 #include "fsdp_acts.h"
+#include "fsdp_delta_pool.h"
 #include "fsdp_backend.h"
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
@@ -52,6 +53,7 @@ typedef struct fsdp_engine {
     fsdp_cfg cfg;            /* keys of the cfg being parsed: every setting, once */
     fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
     fsdp_acts acts;          /* activations of the layers that need no backward */
+    fsdp_delta_pool deltas;  /* deltas that live only through backward */
     fsdp_recompute rc;       /* activations of the groups that recompute them (recompute=1) */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;

@@ -494,7 +494,8 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed
                           fsdp_mem_prediction *out)
 {
     out->fixed = fixed;
-    out->activations = activations(net) + fsdp_acts_bytes(&e->acts) + fsdp_recompute_bytes(&e->rc);
+    out->activations = activations(net) + fsdp_acts_bytes(&e->acts) + fsdp_delta_pool_bytes(&e->deltas) +
+                       fsdp_recompute_bytes(&e->rc);
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
     out->step_buffers = step_buffers(e, net);

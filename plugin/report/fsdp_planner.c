@@ -57,6 +57,7 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
      * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
     e.stage.enabled = world > 1;
     e.acts.enabled = fsdp_acts_wanted();
+    e.deltas.enabled = e.acts.enabled;
     e.rc.enabled = 1;
     fsdp_status s = fsdp_on_network_built(&e, net);
     quiet_end(saved);

@@ -1,0 +1,127 @@
+/* Deltas that live only through backward (fsdp_delta_pool.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_delta_pool.h"
+#include "fsdp_layers.h"
+
+static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
+
+/* Per layer, the last layer reading its output (whose backward writes into
+ * its delta first), or the layer itself when none does. */
+static int *last_readers(const network *net)
+{
+    int *last = malloc((size_t)net->n * sizeof *last);
+    if (!last) return NULL;
+    for (int i = 0; i < net->n; ++i) last[i] = i;
+    for (int k = 0; k < net->n; ++k) {
+        int in[FSDP_MAX_INPUTS], c = fsdp_layer_inputs(net, k, in);
+        for (int r = 0; r < c; ++r)
+            if (in[r] >= 0 && in[r] < k && k > last[in[r]]) last[in[r]] = k;
+    }
+    return last;
+}
+
+static int poolable(const fsdp_layout_plan *p, const network *net, int i, int last)
+{
+    const layer *l = &net->layers[i];
+    return p->need_bwd[i] && fsdp_layer_plain_arrays(l) && l->delta && last > i &&
+           !(i + 1 < net->n && net->layers[i + 1].type == DROPOUT);
+}
+
+/* Deltas share buffers by lifetime (fsdp_bufs.h), in backward's time,
+ * which runs down the layers: from before its last reader's backward
+ * (-last) to after its own (-j). */
+static fsdp_status assign(fsdp_delta_pool *d, const network *net, const int *last, const fsdp_mem_ctx *m)
+{
+    FSDP_TRY(fsdp_bufs_init(&d->bufs, d->n, 0));
+    for (int s = d->n - 1; s >= 0; --s)
+        for (int k = d->open_at[s]; k < d->open_at[s + 1]; ++k) {
+            int j = d->open_list[k];
+            d->buf[j] = fsdp_bufs_take(&d->bufs, floats(&net->layers[j]), -last[j], -j);
+        }
+    return fsdp_bufs_alloc(&d->bufs, m);
+}
+
+static fsdp_status open_lists(fsdp_delta_pool *d, const int *last)
+{
+    size_t n = d->n > 0 ? (size_t)d->n : 1;
+    d->open_at = calloc(n + 1, sizeof *d->open_at);
+    d->open_list = malloc(n * sizeof *d->open_list);
+    int *at = calloc(n, sizeof *at);
+    if (!d->open_at || !d->open_list || !at) { free(at); return fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); }
+    for (int j = 0; j < d->n; ++j)
+        if (d->buf[j] >= 0) ++d->open_at[last[j] + 1];
+    for (int i = 0; i < d->n; ++i) d->open_at[i + 1] += d->open_at[i];
+    for (int j = 0; j < d->n; ++j)
+        if (d->buf[j] >= 0) d->open_list[d->open_at[last[j]] + at[last[j]]++] = j;
+    free(at);
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_delta_pool_setup(fsdp_delta_pool *d, const fsdp_layout_plan *p, const fsdp_mem_ctx *m,
+                                  network *net)
+{
+    d->n = net->n;
+    d->buf = malloc((size_t)d->n * sizeof *d->buf);
+    if (!d->buf) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < d->n; ++i) d->buf[i] = -1;
+    d->set_up = 1;
+    if (!d->enabled || m->device) return FSDP_OK;
+    int *last = last_readers(net);
+    if (!last) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < d->n; ++i)
+        if (poolable(p, net, i, last[i])) {
+            d->buf[i] = 0;
+            d->pooled += 1;
+            fsdp_mem_free_darknet(&(fsdp_mem_ctx){ 0 }, &net->layers[i].delta);
+        }
+    fsdp_status s = open_lists(d, last);
+    if (s == FSDP_OK) s = assign(d, net, last, m);
+    free(last);
+    return s;
+}
+
+int fsdp_delta_pool_has(const fsdp_delta_pool *d, int i)
+{
+    return d->set_up && i >= 0 && i < d->n && d->buf[i] >= 0;
+}
+
+void fsdp_delta_pool_backward(const fsdp_delta_pool *d, network *net, int i, dn_when when)
+{
+    if (!d->pooled || i < 0 || i >= d->n) return;
+    if (when == DN_AFTER) {
+        if (d->buf[i] >= 0) net->layers[i].delta = NULL;
+        return;
+    }
+    for (int k = d->open_at[i]; k < d->open_at[i + 1]; ++k) {
+        layer *l = &net->layers[d->open_list[k]];
+        l->delta = d->bufs.ptr[d->buf[d->open_list[k]]];
+        memset(l->delta, 0, floats(l) * sizeof *l->delta);
+    }
+}
+
+fsdp_status fsdp_delta_pool_resized(fsdp_delta_pool *d, const fsdp_mem_ctx *m, network *net)
+{
+    if (!d->pooled) return FSDP_OK;
+    for (int i = 0; i < d->n; ++i)
+        if (d->buf[i] >= 0) {
+            fsdp_mem_free_darknet(&(fsdp_mem_ctx){ 0 }, &net->layers[i].delta);
+            FSDP_TRY(fsdp_bufs_grow(&d->bufs, m, d->buf[i], floats(&net->layers[i])));
+        }
+    return FSDP_OK;
+}
+
+size_t fsdp_delta_pool_bytes(const fsdp_delta_pool *d)
+{
+    return fsdp_bufs_bytes(&d->bufs);
+}
+
+void fsdp_delta_pool_release(fsdp_delta_pool *d, const fsdp_mem_ctx *m, network *net)
+{
+    /* A backward a failure cut short may have left deltas open. */
+    for (int i = 0; net && d->buf && i < d->n; ++i)
+        if (d->buf[i] >= 0) net->layers[i].delta = NULL;
+    fsdp_bufs_free(&d->bufs, m);
+    free(d->buf); free(d->open_at); free(d->open_list);
+    *d = (fsdp_delta_pool){ .enabled = d->enabled };
+}
