@@ -48,13 +48,21 @@ int fsdp_group_is_ancestor(const fsdp_layout_plan *p, int a, int b)
     return 0;
 }
 
+/* Layer l's output, delta, and batch norm's x and x_norm, in bytes. */
+static size_t act_bytes(const layer *l)
+{
+    int bn = l->batch_normalize || l->type == BATCHNORM;
+    return (size_t)l->outputs * l->batch * sizeof(float) * (bn ? 4 : 2);
+}
+
 /* Automatic groups end at a loss layer when [net] says recompute=1: the
  * loss stays in the root group, which holds the head, and the layers
- * before it form a group that can recompute (fsdp_recompute.h). */
+ * before it form a group that can recompute (fsdp_recompute.h); and at
+ * p->auto_acts bytes of activations. */
 static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg, const network *net)
 {
     int auto_open = -1, auto_count = 0;
-    size_t auto_params = 0;
+    size_t auto_params = 0, auto_acts = 0;
     for (int i = 0; i < p->nlayers; ++i) {
         const fsdp_layer_cfg *lc = i < cfg->nlayers ? &cfg->layers[i] : NULL;
         int g = 0;
@@ -64,17 +72,18 @@ static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg, const
         } else if (p->auto_group > 0 && cfg->recompute && fsdp_layer_is_loss(&net->layers[i])) {
             auto_open = -1;
         } else if (p->auto_group > 0) {
-            if (auto_open < 0 || auto_params >= (size_t)p->auto_group) {
+            if (auto_open < 0 || auto_params >= (size_t)p->auto_group || (p->auto_acts && auto_acts >= p->auto_acts)) {
                 char name[32];
                 snprintf(name, sizeof name, "auto%d", auto_count++);
                 if (find_group(p, name) >= 0)
                     return fsdp_fail(FSDP_ERR_CONFIG, "%s: shard_auto_group would create group %s, "
                                      "which the cfg already names; rename it", cfg->file, name);
                 auto_open = new_group(p, name, 0, 0);
-                auto_params = 0;
+                auto_params = auto_acts = 0;
             }
             g = auto_open;
             auto_params += p->layer_params[i];
+            auto_acts += act_bytes(&net->layers[i]);
         }
         if (g < 0) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory building groups");
         p->layer_group[i] = g;
@@ -182,6 +191,10 @@ fsdp_status fsdp_plan_build(fsdp_layout_plan *p, const fsdp_cfg *cfg, network *n
         p->trainable[i] = (unsigned char)(nt > 0 && !p->frozen[i]);
     }
     default_grouping(p, cfg);
+    if (cfg->recompute && p->auto_group > 0) {
+        for (int i = 0; i < n; ++i) p->auto_acts += act_bytes(&net->layers[i]);
+        p->auto_acts /= FSDP_RECOMPUTE_SEGMENTS;
+    }
     FSDP_TRY(assign_groups(p, cfg, net));
     FSDP_TRY(check_nesting(p, cfg));
     backward_analysis(p, net);

@@ -29,6 +29,7 @@ typedef struct fsdp_layout_plan {
     int nlayers;
     long auto_group;          /* groups auto0, auto1, ... of at least this many parameters; 0: none */
     int auto_default;         /* chosen by the plugin: the cfg names no group (fsdp_plan_default_groups) */
+    size_t auto_acts;         /* automatic groups also end at this many activation bytes; 0: not */
 } fsdp_layout_plan;
 
 /* A cfg that names no shard_group and no shard_auto_group gets groups of
@@ -38,6 +39,14 @@ typedef struct fsdp_layout_plan {
  * step).  A model of fewer than two such groups stays in the root group. */
 #define FSDP_DEFAULT_GROUPS 16
 #define FSDP_DEFAULT_GROUP_MIN 1000000
+
+/* Under [net] recompute=1, automatic groups also end once their layers'
+ * activations (output, delta, batch norm's x and x_norm) reach a
+ * FSDP_RECOMPUTE_SEGMENTS-th of the network's: a recomputed group's
+ * activations are what a rank holds at once while it runs again, so groups
+ * made by parameters alone put a network's high-resolution layers, most of
+ * its activations and few of its parameters, into one group. */
+#define FSDP_RECOMPUTE_SEGMENTS 8
 
 /* Builds the plan for net from the cfg keys: groups (including automatic
  * ones for shard_auto_group), spans, and the backward analysis.  Reports
