@@ -8,10 +8,15 @@
 # bytes); the activation bytes saved against the theory below; one process
 # with the NP-times batch against NP ranks.
 # usage: test_recompute.sh NP [subdiv2] [adam] [prefetch] [dropout_after] [memcheck] | refusals | detector
+#        | darknet CFG
 #   refusals: groups that cannot recompute, refused by name with cfg:line,
 #     non-zero on every rank, no weights written
 #   detector: yolov3-tiny, detector train, random=1 (a resize), [net]
 #     recompute=1 over small automatic groups: byte-identical
+#   darknet CFG: Darknet's own resnet18 (classifier), yolov3-tiny or yolov3
+#     (its full-size cfg at 96x96, detector) at worlds 1, 2 and 4 with and
+#     without [net] recompute=1 over the default groups: byte-identical, and
+#     the recomputing runs hold less
 . "$(dirname "$0")/lib.sh"
 np=$1
 opts=" ${*:2} "
@@ -101,6 +106,54 @@ if [ "$np" = refusals ]; then
   else
     fail "[net] recompute=1 with no group that can: trains"
   fi
+  finish
+  exit
+fi
+
+if [ "$np" = darknet ]; then
+  which=$2
+  # run OUT NP CFG: trains CFG on NP ranks with -fsdp-stats OUT.json, the weights to OUT.
+  case $which in
+    resnet18)
+      make_data "$D" --classes 3 --per-class 16 --size 32
+      sed 's/^max_batches=.*/max_batches=2/' "$S/cfg/tests/resnet18-bn.cfg" > "$WORK/net.cfg"
+      run() { train_np "$1" "$2" "$D/data.data" "$3" -seed 9 -fsdp-stats "$1.json"; } ;;
+    yolov3-tiny|yolov3)
+      DD=$WORK/det
+      "$S/tools/make-detdata" "$DD" --images 16 >/dev/null
+      run() {
+        local base; base=$(basename "$3" .cfg)
+        (cd "$DD" && rm -f backup/"$base"_final.weights &&
+         "${MPIRUN[@]}" -np "$2" "$DN" -plugin "$PLUGIN" detector train "$DD/data.data" "$3" -seed 5 \
+           -fsdp-stats "$1.json" > "$1.log" 2> "$1.err") \
+          || { echo "detector train failed:"; tail -n 20 "$1.log" "$1.err"; return 1; }
+        cp "$DD/backup/${base}_final.weights" "$1"
+      }
+      if [ "$which" = yolov3 ]; then
+        # Darknet's cfg as it comes (80 classes, 3 heads), its training keys
+        # cut to two steps of 2 images at 96x96.
+        sed -e 's/^batch=.*/batch=2/' -e 's/^subdivisions=.*/subdivisions=1/' -e 's/^width=.*/width=96/' \
+            -e 's/^height=.*/height=96/' -e 's/^max_batches *=.*/max_batches=2/' -e 's/^burn_in=.*/burn_in=0/' \
+            -e 's/^random=1/random=0/' "$S/deps/darknet/cfg/yolov3.cfg" > "$WORK/net.cfg"
+      else
+        sed 's/^max_batches *=.*/max_batches=2/' "$S/cfg/tests/yolov3-tiny.cfg" > "$WORK/net.cfg"
+      fi ;;
+    *) echo "test_recompute.sh darknet: no cfg $which"; exit 2 ;;
+  esac
+  sed 's/^\[net\]$/[net]\nrecompute=1/' "$WORK/net.cfg" > "$WORK/net-rc.cfg"
+  for n in 1 2 4; do
+    if run "$WORK/w$n" "$n" "$WORK/net.cfg" && run "$WORK/w$n-rc" "$n" "$WORK/net-rc.cfg"; then
+      check "$which, world $n: byte-identical with [net] recompute=1" cmp "$WORK/w$n" "$WORK/w$n-rc"
+      check "$which, world $n: rank 0 says which groups recompute" \
+        grep -qE "fsdp: [1-9][0-9]* of [0-9]+ groups recompute their activations" "$WORK/w$n-rc.err"
+      check "$which, world $n: the recomputing run predicts less activation memory" python3 -c '
+import json, sys
+a, b = (json.load(open(f))["predicted"]["activations"] for f in sys.argv[1:])
+print(a, b); sys.exit(0 if b < a else 1)' "$WORK/w$n.json" "$WORK/w$n-rc.json"
+    else
+      fail "$which, world $n: trained with and without recompute"
+    fi
+  done
   finish
   exit
 fi

@@ -186,7 +186,7 @@ static const char *render(const fsdp_step_plan *sp, const fsdp_layout_plan *lp, 
 {
     static char out[1024];
     static const char *kind[] = { "unshard", "prefetch", "reshard", "grad_point", "grad_unpoint", "reduce",
-                                  "settle", "step", "acts_in", "acts_out", "recompute" };
+                                  "settle", "step", "acts_in", "acts_out", "recompute", "acts_back" };
     static const char *when[] = { "", " [training]", " [inference]", " [last micro]", " [not last micro]" };
     int n;
     const fsdp_op *ops = i < 0 ? fsdp_step_plan_update(sp, &n) : fsdp_step_plan_at(sp, i, at, &n);
@@ -267,6 +267,20 @@ Test(stepplan, a_frozen_trunk_a_head_that_stays_and_prefetch)
     cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_BACKWARD_AFTER),
                      "reduce mid.train [last micro], grad_unpoint mid.train [not last micro], acts_out mid.train, "
                      "reshard mid.train, reshard mid.frozen");
+    cr_assert_not(sp.groups[mid].acts_stay);
+    fsdp_step_plan_free(&sp);
+    /* head recomputed too: its backward comes first, only the root runs
+     * between, so its activations stay in training and nothing runs again. */
+    recompute[head] = 1;
+    cr_assert_eq(fsdp_step_plan_build(&sp, &in), FSDP_OK);
+    cr_assert(sp.groups[head].acts_stay);
+    cr_assert_not(sp.groups[mid].acts_stay);
+    cr_assert_str_eq(render(&sp, &lp, 3, FSDP_AT_FORWARD_AFTER),
+                     "acts_out head.train [inference], reshard head.frozen, reshard head.train [inference]");
+    cr_assert_str_eq(render(&sp, &lp, 3, FSDP_AT_BACKWARD_BEFORE),
+                     "unshard head.train, acts_back head.train, grad_point head.train, prefetch mid.train");
+    cr_assert_str_eq(render(&sp, &lp, 2, FSDP_AT_BACKWARD_BEFORE),
+                     "unshard mid.train, recompute mid.train, grad_point mid.train");
     fsdp_step_plan_free(&sp);
     in.recompute = NULL;
     /* reshard_after_forward=0: every group stays, and backward prefetches nothing. */

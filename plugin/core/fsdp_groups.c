@@ -155,7 +155,8 @@ static void default_grouping(fsdp_layout_plan *p, const fsdp_cfg *cfg)
     for (int i = 0; i < p->nlayers; ++i) total += p->layer_params[i];
     size_t n = total / FSDP_DEFAULT_GROUPS;
     if (n < FSDP_DEFAULT_GROUP_MIN) n = FSDP_DEFAULT_GROUP_MIN;
-    if (total < 2 * n) return;
+    /* Under recompute=1 a small model still gets groups, by activations. */
+    if (total < 2 * n && !cfg->recompute) return;
     p->auto_group = (long)n;
     p->auto_default = 1;
 }

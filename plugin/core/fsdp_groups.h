@@ -36,7 +36,8 @@ typedef struct fsdp_layout_plan {
  * consecutive layers of at least a FSDP_DEFAULT_GROUPS-th of the model's
  * parameters, and at least FSDP_DEFAULT_GROUP_MIN: a rank then gathers one
  * group at a time, not the model (one root group stays gathered through the
- * step).  A model of fewer than two such groups stays in the root group. */
+ * step).  A model of fewer than two such groups stays in the root group,
+ * unless [net] says recompute=1: groups then end by activations too. */
 #define FSDP_DEFAULT_GROUPS 16
 #define FSDP_DEFAULT_GROUP_MIN 1000000
 

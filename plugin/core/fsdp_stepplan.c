@@ -44,7 +44,9 @@ static void backward_span(fsdp_step_group *sg, const fsdp_group_info *info, cons
  * root, every group under reshard_after_forward=0, and the group whose
  * backward comes first when only the root's own layers (the head, the
  * loss) run between its span and its backward: resharding it would gather
- * the same bytes again at once. */
+ * the same bytes again at once.  If that group recomputes, its activations
+ * stay in the arena too: no other recomputed group runs before its
+ * backward, so running its forward again would write the same values. */
 static void stays_gathered(fsdp_step_plan *p, const fsdp_step_inputs *in)
 {
     const fsdp_layout_plan *lp = in->layout;
@@ -57,6 +59,7 @@ static void stays_gathered(fsdp_step_plan *p, const fsdp_step_inputs *in)
     for (int k = 0; k < p->ngroups; ++k) {
         int keep = k == 0 || !in->reshard_after_forward || (k == first && first_stays);
         p->groups[k].stays_gathered = keep && p->groups[k].bwd_hi >= 0;
+        p->groups[k].acts_stay = k == first && first_stays && in->recompute && in->recompute[k];
     }
 }
 
@@ -94,7 +97,9 @@ static fsdp_status forward_ops(builder *b, const fsdp_step_inputs *in, int i, fs
             if (recomputed) FSDP_TRY(add(b, FSDP_OP_ACTS_IN, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 0));
         }
         if (a == FSDP_AT_FORWARD_AFTER && lp->groups[k].span_last == i) {
-            if (recomputed) FSDP_TRY(add(b, FSDP_OP_ACTS_OUT, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 0));
+            if (recomputed)
+                FSDP_TRY(add(b, FSDP_OP_ACTS_OUT, g->acts_stay ? FSDP_WHEN_INFERENCE : FSDP_WHEN_ALWAYS, k,
+                             FSDP_FLAT_TRAIN, 0));
             /* What backward needs stays; frozen parameters nobody needs
              * in backward never do. */
             int frozen_stays = g->stays_gathered && g->frozen_bwd;
@@ -127,7 +132,8 @@ static fsdp_status backward_ops(builder *b, const fsdp_step_inputs *in, int i, f
         FSDP_TRY(add(b, FSDP_OP_UNSHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         if (g->frozen_bwd) FSDP_TRY(add(b, FSDP_OP_UNSHARD, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_FROZEN, 1));
         /* A recomputed group's layers all need backward: its span is its backward's. */
-        if (in->recompute && in->recompute[k]) FSDP_TRY(add(b, FSDP_OP_RECOMPUTE, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
+        if (in->recompute && in->recompute[k])
+            FSDP_TRY(add(b, g->acts_stay ? FSDP_OP_ACTS_BACK : FSDP_OP_RECOMPUTE, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         FSDP_TRY(add(b, FSDP_OP_GRAD_POINT, FSDP_WHEN_ALWAYS, k, FSDP_FLAT_TRAIN, 1));
         /* Under reshard_after_forward=0 every group is still gathered. */
         int next = in->prefetch && in->reshard_after_forward ? next_backward(p, i) : -1;

@@ -7,7 +7,9 @@
  * the same list over the flats' sizes, moving nothing.  Every rule of the
  * schedule is decided here, once: which group gathers where, what stays
  * gathered from forward to backward (the root; the group whose backward
- * comes first; every group under reshard_after_forward=0), what prefetch
+ * comes first; every group under reshard_after_forward=0), which
+ * recomputed group need not run again (the one whose backward comes first,
+ * for the same reason), what prefetch
  * starts next, where gradients are reduced, who steps at the update.  What
  * an operation does to one flat (its states, its buffers) is the flat's
  * (fsdp_flat.h), asked by both runners through the same functions.
@@ -34,6 +36,7 @@ typedef enum fsdp_op_kind {
     FSDP_OP_ACTS_IN,       /* a recomputed group's inner activations into the arena, for its forward */
     FSDP_OP_ACTS_OUT,      /* ... out of it again, after its forward and after its backward */
     FSDP_OP_RECOMPUTE,     /* before its backward, parameters gathered: its forward again, in the arena */
+    FSDP_OP_ACTS_BACK,     /* before its backward, a recomputed group whose forward's activations stayed: back into them */
     FSDP_OP_KINDS
 } fsdp_op_kind;
 
@@ -70,6 +73,7 @@ typedef struct fsdp_step_group {
     int bwd_hi, bwd_lo;      /* highest and lowest direct layer needing backward; -1: none */
     int frozen_bwd;          /* a frozen direct layer with parameters needs backward: frozen gathered then */
     int stays_gathered;      /* training: gathered from its forward to its backward */
+    int acts_stay;           /* training, a recomputed group: its activations stay in the arena from its forward to its backward */
     int has[2];              /* it has trainable (FSDP_FLAT_TRAIN) and frozen parameters */
 } fsdp_step_group;
 

@@ -252,10 +252,15 @@ static void rolling(fsdp_recompute *r, network *net, int first, int last, int sa
     }
 }
 
+void fsdp_recompute_enter_backward(const fsdp_recompute *r, network *net, int g)
+{
+    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) point(r, &net->layers[k], k, 1);
+}
+
 fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g)
 {
     int first = r->span[2 * g], last = r->span[2 * g + 1];
-    for (int k = first; k <= last; ++k) point(r, &net->layers[k], k, 1);
+    fsdp_recompute_enter_backward(r, net, g);
     rolling(r, net, first, last, 1);
     r->running = 1;
     /* As forward_network chains them: each layer reads the one below. */

@@ -34,7 +34,10 @@
  * NULL then (forward writes no delta); from before the group's backward
  * (the recomputation) to after it, all of them, inner deltas zeroed first.
  * Outside those they are NULL: no layer points into the arena between
- * passes, and resize_network's realloc of NULL makes fresh arrays, which
+ * passes (but in training the group whose backward comes first, when only
+ * the root's layers run after it, keeps pointing into it from its forward
+ * to its backward, and is not run again: nothing else writes the arena in
+ * between; fsdp_stepplan.h), and resize_network's realloc of NULL makes fresh arrays, which
  * fsdp_recompute_resized gives back.  The
  * arena is made once (grown only by a resize): nothing is allocated per
  * step. */
@@ -82,8 +85,10 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 /* The step plan's activation operations on recomputed group g. */
 void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g);
 void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g);
-/* Before the group's backward, its parameters gathered: the arena again,
- * inner deltas zeroed, and its forward run again, first..last. */
+/* Before the group's backward: its layers point into the arena again, inner
+ * deltas (those not pooled) zeroed. */
+void fsdp_recompute_enter_backward(const fsdp_recompute *r, network *net, int g);
+/* The same, its parameters gathered, and its forward run again, first..last. */
 fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g);
 
 /* The bn_sync hook's part: while a recomputation runs, the mean and

@@ -244,9 +244,11 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                 trainable, frozen, e->tally.model_state_bytes / 1e6);
         if (e->plan.auto_default)
             fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
-                    "parameters (a %dth of the model, at least %d): a rank gathers one group at a time instead of "
-                    "keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
-                    e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN);
+                    "parameters (a %dth of the model, at least %d)%s%.0d%s: a rank gathers one group at a time "
+                    "instead of keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
+                    e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN,
+                    e->plan.auto_acts ? " or of 1/" : "", e->plan.auto_acts ? FSDP_RECOMPUTE_SEGMENTS : 0,
+                    e->plan.auto_acts ? " of its activations (recompute=1), whichever ends first" : "");
         if (e->rc.ngroups_on)
             fprintf(stderr, "fsdp: %d of %d groups recompute their activations in backward (recompute=1): "
                     "%.1f MB of activations shared between them\n", e->rc.ngroups_on, e->ngroups,
@@ -395,6 +397,9 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
         fsdp_recompute_leave(&e->rc, e->net, op->group);
         return FSDP_OK;
     case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, op->group);
+    case FSDP_OP_ACTS_BACK:
+        fsdp_recompute_enter_backward(&e->rc, e->net, op->group);
+        return FSDP_OK;
     case FSDP_OP_KINDS: break;
     }
     return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);

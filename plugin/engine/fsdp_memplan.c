@@ -335,6 +335,7 @@ static void sim_op(sim *s, const fsdp_op *op)
         break;
     case FSDP_OP_GRAD_UNPOINT:
     case FSDP_OP_ACTS_IN:
+    case FSDP_OP_ACTS_BACK:
     case FSDP_OP_ACTS_OUT:
     case FSDP_OP_RECOMPUTE:   /* the arena is counted with the activations */
     case FSDP_OP_KINDS: break;
