@@ -8,6 +8,7 @@
 fsdp_script_test(recompute_np2 test_recompute.sh 2)
 fsdp_script_test(recompute_subdiv2_adam_np3 test_recompute.sh 3 subdiv2 adam)
 fsdp_script_test(recompute_prefetch_dropout_np2 test_recompute.sh 2 prefetch dropout_after)
+fsdp_script_test(recompute_dropout_inside_np2 test_recompute.sh 2 dropout_inside)
 fsdp_script_test(recompute_memcheck test_recompute.sh 2 memcheck)
 set_tests_properties(recompute_memcheck PROPERTIES SKIP_RETURN_CODE 77)
 fsdp_script_test(recompute_detector_np2 test_recompute.sh detector)

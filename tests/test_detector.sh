@@ -188,7 +188,17 @@ case $case_name in
     }
     reg $((b * np)) > "$WORK/s.cfg"; reg $b > "$WORK/r.cfg"
     images() { grep -o '[0-9]* images$' "$1" | tail -1; }
-    equal_runs "regressor train" "$WORK/s.cfg" "$WORK/r.cfg" ;;
+    equal_runs "regressor train" "$WORK/s.cfg" "$WORK/r.cfg"
+    # [net] recompute=1: groups by activations (the model is small), all but
+    # the root's (the head and the cost) run again; the same bytes.
+    sed 's/^\[net\]$/[net]\nrecompute=1/' "$WORK/r.cfg" > "$WORK/rc.cfg"
+    if det "$WORK/np-rc.w" "$np" "$WORK/rc.cfg" -seed 5; then
+      check "regressor train, $np ranks: byte-identical with [net] recompute=1" cmp -s "$WORK/np.w" "$WORK/np-rc.w"
+      check "regressor train, $np ranks: rank 0 says which groups recompute" \
+        grep -qE "fsdp: [1-9][0-9]* of [0-9]+ groups recompute their activations" "$WORK/np-rc.w.err"
+    else
+      fail "regressor train, $np ranks, [net] recompute=1 ran"
+    fi ;;
   refuse)
     for c in "segmenter train" "cifar train" "yolo train" "tag train"; do
       set -- $c

@@ -2,22 +2,26 @@
 # -fsdp-plan N CFG -fsdp-budget MB: for each world, the fewest subdivisions
 # whose predicted peak per rank fits.  Checked against -fsdp-plan's own
 # predictions for copies of the cfg at each subdivisions (Darknet's resnet18
-# at 32x32, batch 16): the row chosen fits, the one with half the
-# subdivisions does not, and its peak is the one the plan gives that copy;
-# a budget nothing fits says so; bad uses are refused by name.
+# at 32x32, batch 16), without and with recompute=1 in [net]: the row
+# chosen fits, the one with half the subdivisions does not, and its peak is
+# the one the plan gives that copy; recompute needs no more subdivisions; a
+# budget nothing fits says so; bad uses are refused by name.
 . "$(dirname "$0")/lib.sh"
 base=$WORK/resnet18.cfg
 sed 's/^batch=.*/batch=16/; s/^subdivisions=.*/subdivisions=1/' "$S/cfg/tests/resnet18-bn.cfg" > "$base"
 
-# The full column of -fsdp-plan 2 for each subdivisions, as "S W PEAK" lines.
-for s in 1 2 4 8 16; do
-  sed "s/^subdivisions=.*/subdivisions=$s/" "$base" > "$WORK/sub$s.cfg"
-  "$DN" -plugin "$PLUGIN" -fsdp-plan 2 "$WORK/sub$s.cfg" 2> /dev/null |
-    awk -v s="$s" -F'|' '/^\| [0-9]+ \|/ { split($3, c, " "); print s, $2 + 0, c[1] }'
+# The full column of -fsdp-plan 2 for each subdivisions, without and with
+# recompute=1, as "RC S W PEAK" lines.
+for rc in 0 1; do
+  for s in 1 2 4 8 16; do
+    sed "s/^subdivisions=.*/subdivisions=$s/; s/^\[net\]$/[net]\nrecompute=$rc/" "$base" > "$WORK/sub$s-$rc.cfg"
+    "$DN" -plugin "$PLUGIN" -fsdp-plan 2 "$WORK/sub$s-$rc.cfg" 2> /dev/null |
+      awk -v s="$s" -v rc="$rc" -F'|' '/^\| [0-9]+ \|/ { split($3, c, " "); print rc, s, $2 + 0, c[1] }'
+  done
 done > "$WORK/peaks"
-check "-fsdp-plan gave a peak for every subdivisions and world" test "$(wc -l < "$WORK/peaks")" = 10
-# A budget between subdivisions 2 and 4 at world 1.
-budget=$(awk '$2 == 1 && $1 == 2 { a = $3 } $2 == 1 && $1 == 4 { b = $3 } END { printf "%.1f", (a + b) / 2 }' "$WORK/peaks")
+check "-fsdp-plan gave a peak for every subdivisions, world and recompute" test "$(wc -l < "$WORK/peaks")" = 20
+# A budget between subdivisions 2 and 4 at world 1 without recompute.
+budget=$(awk '$1 == 0 && $3 == 1 && $2 == 2 { a = $4 } $1 == 0 && $3 == 1 && $2 == 4 { b = $4 } END { printf "%.1f", (a + b) / 2 }' "$WORK/peaks")
 
 fits() { # fits OUT: the budget table in OUT against the peaks
   python3 - "$1" "$WORK/peaks" "$2" <<'EOF'
@@ -25,27 +29,32 @@ import re, sys
 out, budget = open(sys.argv[1]).read(), float(sys.argv[3])
 peaks = {}
 for line in open(sys.argv[2]):
-    s, w, p = line.split()
-    peaks[int(s), int(w)] = float(p)
+    rc, s, w, p = line.split()
+    peaks[int(rc), int(s), int(w)] = float(p)
 table = out.split("Settings that fit", 1)[1] if "Settings that fit" in out else ""
-rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \|$", table, re.M)
-bad = []
-for w, s, n, p in rows:
-    w, s, n, p = int(w), int(s), int(n), float(p)
+rows = re.findall(r"^\| (\d+) \| ([01]) \| (\d+) \| (\d+) \| ([\d.]+) \|$", table, re.M)
+bad, chosen = [], {}
+for w, rc, s, n, p in rows:
+    w, rc, s, n, p = int(w), int(rc), int(s), int(n), float(p)
+    chosen[w, rc] = s
     # The fixed cost is each process's own: the same cfg agrees to a megabyte.
-    if abs(p - peaks[s, w]) > 1 or p > budget or n != 16 // s:
-        bad.append("world %d: %d subdivisions, %d images, %.1f MB (plan %.1f)" % (w, s, n, p, peaks[s, w]))
-    if s > 1 and peaks[s // 2, w] <= budget - 1:
-        bad.append("world %d: %d subdivisions would fit (%.1f MB)" % (w, s // 2, peaks[s // 2, w]))
+    if abs(p - peaks[rc, s, w]) > 1 or p > budget or n != 16 // s:
+        bad.append("world %d, recompute=%d: %d subdivisions, %d images, %.1f MB (plan %.1f)" % (w, rc, s, n, p, peaks[rc, s, w]))
+    if s > 1 and peaks[rc, s // 2, w] <= budget - 1:
+        bad.append("world %d, recompute=%d: %d subdivisions would fit (%.1f MB)" % (w, rc, s // 2, peaks[rc, s // 2, w]))
+for w in (1, 2):
+    if chosen.get((w, 1), 99) > chosen.get((w, 0), 0):
+        bad.append("world %d: recompute=1 needs more subdivisions" % w)
 print(rows, "; ".join(bad))
-sys.exit(0 if len(rows) == 2 and not bad and rows[0][1] == "4" else 1)
+sys.exit(0 if len(rows) == 4 and not bad and chosen[1, 0] == 4 and chosen[1, 1] < 4 else 1)
 EOF
 }
 "$DN" -plugin "$PLUGIN" -fsdp-plan 2 "$base" -fsdp-budget "$budget" > "$WORK/budget.md" 2> "$WORK/budget.err"
-check "-fsdp-budget $budget: the fewest subdivisions that fit, world 1 at 4, each as the plan predicts it" fits "$WORK/budget.md" "$budget"
+check "-fsdp-budget $budget: the fewest subdivisions that fit, world 1 at 4 (fewer with recompute=1), each as the plan predicts it" \
+  fits "$WORK/budget.md" "$budget"
 "$DN" -plugin "$PLUGIN" -fsdp-plan 1 "$base" -fsdp-budget 1 > "$WORK/none.md" 2>&1
-check "-fsdp-budget 1: nothing fits, and the row says so at 16 subdivisions" \
-  grep -qE '^\| 1 \| none fits \| at 16 subdivisions, 1 \| [0-9.]+ \|$' "$WORK/none.md"
+check "-fsdp-budget 1: nothing fits, and the rows say so at 16 subdivisions" \
+  test "$(grep -cE '^\| 1 \| [01] \| none fits \| at 16 subdivisions, 1 \| [0-9.]+ \|$' "$WORK/none.md")" = 2
 
 refused() { # refused WHAT PATTERN ARGS...: a non-zero exit with PATTERN
   local what=$1 pat=$2 out rc=0; shift 2

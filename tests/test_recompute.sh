@@ -7,7 +7,8 @@
 # strategy; synchronized batch norm replayed, not reduced again (the same
 # bytes); the activation bytes saved against the theory below; one process
 # with the NP-times batch against NP ranks.
-# usage: test_recompute.sh NP [subdiv2] [adam] [prefetch] [dropout_after] [memcheck] | refusals | detector
+# usage: test_recompute.sh NP [subdiv2] [adam] [prefetch] [dropout_after] [dropout_inside] [memcheck]
+#        | refusals | detector
 #        | darknet CFG
 #   refusals: groups that cannot recompute, refused by name with cfg:line,
 #     non-zero on every rank, no weights written
@@ -28,6 +29,8 @@ case $opts in *" adam "*) extra="$extra\nadam=1" ;; esac
 case $opts in *" prefetch "*) extra="$extra\nshard_prefetch=1" ;; esac
 # (logistic: its gradient reads the output's value, which the dropout scaled)
 case $opts in *" dropout_after "*) dropout=1 route=5 act3=logistic ;; esac
+inside=0
+case $opts in *" dropout_inside "*) dropout=2 inside=1 route=5 ;; esac
 
 # 16x16x3 input.  Per image (floats):
 #   group a: 0 conv 4, batch norm  16x16x4 = 1024   inner: output, x, x_norm  3072
@@ -53,13 +56,19 @@ case $opts in *" dropout_after "*) dropout=1 route=5 act3=logistic ;; esac
 #   the route) -> A; 5 (1536) -> C; 4 -> B; 3 -> C; 0 -> C; 1 -> B:
 #   1024 + 2560 + 1536 = 5120 floats.  dropout_after: 3 keeps Darknet's own
 #   (the dropout shares it): 9 pooled, the same 5120 floats.
+#   dropout_inside: a dropout in group a after the shortcut, sharing its
+#   output and delta (the route reads the shortcut 5 back): replayed from its
+#   draws in the recomputation.  The shortcut is kept either way, so the
+#   arena and the saving are as without it; the shortcut keeps Darknet's own
+#   delta (the dropout shares it): 9 pooled, into A 1536 + B 2560 = 4096.
 body() { # body IMAGES_PER_FORWARD_TIMES_SD KEYS_A KEYS_B
   printf "[net]\nbatch=%s\nsubdivisions=%s\nwidth=16\nheight=16\nchannels=3\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant$extra\n" "$1" "$sd"
   printf "\n[convolutional]\nshard_group=a$2\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
   printf '\n[convolutional]\nshard_group=a\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n'
   printf '\n[shortcut]\nshard_group=a\nfrom=-2\nactivation=linear\n'
+  [ "$inside" = 0 ] || printf '\n[dropout]\nshard_group=a\nprobability=.5\n'
   printf "\n[convolutional]\nshard_group=a\nbatch_normalize=1\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=$act3\n"
-  [ "$dropout" = 0 ] || printf '\n[dropout]\nprobability=.5\n'
+  [ "$dropout" != 1 ] || printf '\n[dropout]\nprobability=.5\n'
   printf "\n[convolutional]\nshard_group=b$3\nbatch_normalize=1\nfilters=6\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
   printf '\n[upsample]\nshard_group=b\nstride=2\n'
   printf "\n[route]\nshard_group=b\nlayers=-1,-$route\n"
@@ -79,11 +88,11 @@ if [ "$np" = refusals ]; then
   expect_refusal "recompute=1 in the root group" \
     "root.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group \(root\) cannot run its forward again: the root group holds the head and the loss" "$c"
   c=$WORK/dropout.cfg
-  # Layer 3, after the shortcut; the route then reaches 5 layers back to it.
-  body 4 "$on" "" | awk '/^\[convolutional\]$/ && ++n == 3 { print "[dropout]\nshard_group=a\nprobability=.5\n" } { print }' |
+  # Group b starts with a dropout, which would scale group a's output.
+  body 4 "" "$on" | awk '/^\[convolutional\]$/ && ++n == 4 { print "[dropout]\nshard_group=b\nprobability=.5\n" } { print }' |
     sed 's/^layers=-1,-4$/layers=-1,-5/' > "$c"
-  expect_refusal "a dropout layer in a recomputed group, named" \
-    "dropout.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: layer 3 is a \[dropout\] layer, which draws random numbers in its forward" "$c"
+  expect_refusal "a recomputed group starting with a dropout, named" \
+    "dropout.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group b cannot run its forward again: it starts with a dropout" "$c"
   c=$WORK/frozen.cfg
   body 4 "$on" "" | sed '0,/^shard_group=a$/s//shard_group=a\nfrozen=1/' > "$c"
   expect_refusal "a frozen layer in a recomputed group, named" \
@@ -96,9 +105,10 @@ if [ "$np" = refusals ]; then
   c=$WORK/value.cfg
   body 4 "" "" | sed 's/^\[net\]$/[net]\nrecompute=2/' > "$c"
   expect_refusal "recompute=2" "value.cfg:2: recompute=2: expected 0 or 1" "$c"
-  # [net] recompute=1 passes by the groups that cannot: here every one.
+  # [net] recompute=1 passes by the groups that cannot: here every one (the
+  # root alone).
   c=$WORK/none.cfg
-  body 4 "" "" | sed 's/^\[net\]$/[net]\nrecompute=1/; /^shard_group=/d' > "$c"
+  body 4 "" "" | sed 's/^\[net\]$/[net]\nrecompute=1\nshard_auto_group=0/; /^shard_group=/d' > "$c"
   mkdir -p "$D/backup"
   if train_np "$WORK/none.w" 2 "$D/data.data" "$c" -seed 9; then
     check_not "[net] recompute=1 with no group that can: trains, and says nothing of recomputing" \
@@ -195,11 +205,11 @@ stats_saved() {
   python3 - "$@" <<'EOF'
 import json, sys
 p, r, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
-dropout = sys.argv[4] == "1"
+dropout = sys.argv[4]
 saved = p["predicted"]["activations"] - r["predicted"]["activations"]
-held, arena, stats = (6784, 4096, 40) if dropout else (7296, 4608, 56)
+held, arena, stats = (6784, 4096, 40) if dropout == "1" else (7296, 4608, 56)
 want = (held - arena) * n * 4 - stats * 4
-pool = {"pooled_deltas": 9 if dropout else 10, "delta_buffers_bytes": 5120 * n * 4}
+pool = {"pooled_deltas": 9 if dropout != "0" else 10, "delta_buffers_bytes": (4096 if dropout == "2" else 5120) * n * 4}
 got = [{key: d[key] for key in pool} for d in (p, r)]
 print("saved", saved, "theory", want, "delta pool", got, "theory", pool)
 sys.exit(0 if saved == want and got == [pool, pool] else 1)
@@ -235,7 +245,7 @@ for s in $strategies; do
       same_bytes "$WORK/np-$s.json" "$WORK/np-$s-rc.json"
     check "$np ranks, shard=$s: activation bytes saved equal the theory" stats_saved "$WORK/np-$s.json" "$WORK/np-$s-rc.json" "$b" "$dropout"
     # (A dropout draws per rank: N ranks and one process then differ by design.)
-    case $opts in *" dropout_after "*) continue ;; esac
+    case $opts in *" dropout_after "*|*" dropout_inside "*) continue ;; esac
     check "$np ranks, shard=$s: equal to one process with batch $((b * np)) ($("$WDIFF" "$WORK/one-rc.w" "$WORK/np-$s-rc.w" --tol 1e-4 | head -1))" \
       "$WDIFF" "$WORK/one-rc.w" "$WORK/np-$s-rc.w" --tol 1e-4
   else

@@ -62,4 +62,13 @@ for s in full grad_op none; do
 done
 rnn "$WORK/again.w" "$np" "$WORK/n/rnn.cfg" -seed 5 || fail "$np ranks ran twice"
 check "$np ranks: two runs with -seed 5 byte-identical" cmp -s "$WORK/none.w" "$WORK/again.w"
+# [net] recompute=1 passes the [rnn] layer's group by (its state carries
+# between steps) and the root holds the loss: nothing recomputes, the same bytes.
+sed 's/^\[net\]$/[net]\nrecompute=1/' "$WORK/n/rnn.cfg" > "$WORK/n/rnn-rc.cfg"
+if rnn "$WORK/rc.w" "$np" "$WORK/n/rnn-rc.cfg" -seed 5; then
+  check "$np ranks, [net] recompute=1: byte-identical" cmp -s "$WORK/none.w" "$WORK/rc.w"
+  check_not "$np ranks, [net] recompute=1: no group recomputes" grep -q "recompute their activations" "$WORK/rc.w.log"
+else
+  fail "$np ranks, [net] recompute=1 ran"
+fi
 finish

@@ -8,9 +8,12 @@
 
 #define NO_OFF SIZE_MAX
 /* A layer's role (fsdp_recompute.h); WHOLE: a last layer whose output a
- * dropout after it scales in place, so its backward reads the scaled
- * values: it keeps everything and is not run again. */
-enum { OUTSIDE = 0, INNER, KEPT, WHOLE };
+ * dropout after it (outside the group) scales in place, so its backward
+ * reads the scaled values: it keeps everything and is not run again.
+ * ALIAS: a dropout inside the group, whose output and delta are its
+ * input's: it follows that layer's pointers, and runs again by replaying
+ * the draws its forward kept (l.rand). */
+enum { OUTSIDE = 0, INNER, KEPT, WHOLE, ALIAS };
 
 static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
 static int has_bn(const layer *l) { return l->batch_normalize || l->type == BATCHNORM; }
@@ -29,15 +32,13 @@ static const char *unrecomputable(const layer *l)
     if (fsdp_layer_is_loss(l)) return "which computes the loss in its forward";
     switch (l->type) {
     case CONVOLUTIONAL: case CONNECTED: case MAXPOOL: case AVGPOOL: case SHORTCUT: case ROUTE:
-    case UPSAMPLE: case REORG: case BATCHNORM: case ACTIVE:
+    case UPSAMPLE: case REORG: case BATCHNORM: case ACTIVE: case DROPOUT:
         return NULL;
     case RNN: case GRU: case LSTM: case CRNN:
         return "which carries its state from one step to the next";
-    case DROPOUT:
-        return "which draws random numbers in its forward";
     default:
         return "not among the types whose forward runs again exactly (convolutional, connected, "
-               "maxpool, avgpool, shortcut, route, upsample, reorg, batchnorm, activation)";
+               "maxpool, avgpool, shortcut, route, upsample, reorg, batchnorm, activation, dropout)";
     }
 }
 
@@ -55,6 +56,8 @@ static const char *cannot(const fsdp_layout_plan *p, const fsdp_cfg *cfg, const 
         int i = info->layers[k];
         if (k && i != info->layers[k - 1] + 1)
             return "its layers are not one run: a layer of another group stands between them";
+        if (!k && net->layers[i].type == DROPOUT)
+            return "it starts with a dropout, which scales the layer below the group in place: start it a layer lower";
         *bad = i;
         if (i < cfg->nlayers && cfg->layers[i].frozen) return "is frozen (a frozen layer runs as in inference)";
         if (!p->need_bwd[i]) return "needs no backward, so it keeps no activations already";
@@ -127,6 +130,16 @@ static int read_past(const network *net, int k, int last)
     return 0;
 }
 
+/* Whether layer k's output is its group's output or read past the group
+ * (last): its own, or through the dropouts after it that share it. */
+static int kept(const network *net, int k, int last)
+{
+    if (k == last || read_past(net, k, last)) return 1;
+    for (int j = k + 1; j <= last && net->layers[j].type == DROPOUT; ++j)
+        if (j == last || read_past(net, j, last)) return 1;
+    return 0;
+}
+
 /* Inner layers, their places in the arena (one group's at a time, so every
  * group starts at 0) and the statistics' places; the sizes needed.  Again
  * after a resize: the layers' sizes change, not which are inner. */
@@ -140,7 +153,7 @@ static void layout(fsdp_recompute *r, const network *net)
         for (int k = first; k <= last; ++k) {
             const layer *l = &net->layers[k];
             int whole = k == last && k + 1 < net->n && net->layers[k + 1].type == DROPOUT;
-            r->role[k] = whole ? WHOLE : k < last && !read_past(net, k, last) ? INNER : KEPT;
+            r->role[k] = l->type == DROPOUT ? ALIAS : whole ? WHOLE : kept(net, k, last) ? KEPT : INNER;
             if (has_bn(l) && !whole) {
                 r->stat_off[k] = stats;
                 stats += 2 * (size_t)l->out_c;
@@ -154,11 +167,19 @@ static void layout(fsdp_recompute *r, const network *net)
     r->arena_need = arena;
 }
 
+/* A dropout follows its input's output and delta. */
+static void follow(layer *l, const layer *input)
+{
+    l->output = input->output;
+    l->delta = input->delta;
+}
+
 /* Darknet's own arrays of the inner layers go back (NULL). */
 static void give_back(const fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
 {
     for (int k = 0; k < r->n; ++k) {
-        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) continue;
+        if (r->role[k] == ALIAS) follow(&net->layers[k], &net->layers[k - 1]);
+        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE || r->role[k] == ALIAS) continue;
         layer *l = &net->layers[k];
         if (r->role[k] == INNER) {
             fsdp_mem_free_darknet(m, &l->output);
@@ -196,10 +217,11 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 
 /* Points layer k's arrays into the arena: an inner layer's output, x and
  * x_norm (and, when `delta`, its delta, zeroed, unless the pool holds it);
- * a kept one's x and x_norm. */
+ * a kept one's x and x_norm; a dropout's after its input's. */
 static void point(const fsdp_recompute *r, layer *l, int k, int delta)
 {
-    if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) return;
+    if (r->role[k] == ALIAS) follow(l, l - 1);
+    if (r->role[k] == OUTSIDE || r->role[k] == WHOLE || r->role[k] == ALIAS) return;
     size_t n = floats(l);
     float *at = r->arena + r->off[k];
     if (r->role[k] == INNER) {
@@ -225,8 +247,9 @@ void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g)
 void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g)
 {
     for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) {
-        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE) continue;
         layer *l = &net->layers[k];
+        if (r->role[k] == ALIAS) follow(l, l - 1);
+        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE || r->role[k] == ALIAS) continue;
         if (r->role[k] == INNER) l->output = NULL;
         if (r->role[k] == INNER && !r->pooled[k]) l->delta = NULL;
         l->x = l->x_norm = NULL;
@@ -267,10 +290,16 @@ fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g)
     float *input = first ? net->layers[first - 1].output : net->input;
     for (int k = first; k <= last && r->role[k] != WHOLE; ++k) {
         layer l = net->layers[k];
-        network n = *net;
-        n.input = input;
-        n.index = k;
-        l.forward(l, n);
+        if (r->role[k] == ALIAS) {
+            /* As forward_dropout_layer scaled its input, with the draws it kept. */
+            for (size_t i = 0; i < (size_t)l.batch * l.inputs; ++i)
+                input[i] = l.rand[i] < l.probability ? 0 : input[i] * l.scale;
+        } else {
+            network n = *net;
+            n.input = input;
+            n.index = k;
+            l.forward(l, n);
+        }
         input = net->layers[k].output;
     }
     r->running = 0;

@@ -76,10 +76,11 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     return s != FSDP_OK ? s : f;
 }
 
-/* A copy of cfg in a temporary file with [net]'s subdivisions set to sub:
- * the line inserted after the section's header comes first, so Darknet's
- * first-match lookup takes it. */
-static fsdp_status with_subdivisions(const char *cfg, int sub, char *path, size_t cap)
+/* A copy of cfg in a temporary file with [net]'s subdivisions set to sub
+ * and its recompute to rc: the lines inserted after the section's header
+ * come first, so Darknet's first-match lookup takes them; [net]'s own
+ * recompute lines are left out, since the plugin takes the last. */
+static fsdp_status with_settings(const char *cfg, int sub, int rc, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/fsdp-plan-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemp(path);
@@ -92,12 +93,15 @@ static fsdp_status with_subdivisions(const char *cfg, int sub, char *path, size_
         return fsdp_fail(FSDP_ERR_IO, "-fsdp-budget: cannot copy %s into %s", cfg, path);
     }
     char line[4096];
-    int done = 0;
+    int done = 0, in_net = 0;
     while (fgets(line, sizeof line, in)) {
+        const char *t = line + strspn(line, " \t");
+        if (*t == '[') in_net = 0;
+        if (in_net && !strncmp(t, "recompute", 9) && strchr(" \t=", t[9])) continue;
         fputs(line, out);
         if (!done && (!strncmp(line, "[net]", 5) || !strncmp(line, "[network]", 9))) {
-            fprintf(out, "subdivisions=%d\n", sub);
-            done = 1;
+            fprintf(out, "subdivisions=%d\nrecompute=%d\n", sub, rc);
+            done = in_net = 1;
         }
     }
     fclose(in);
@@ -116,33 +120,36 @@ static fsdp_status fit_budget(const char *cfg, int batch, int sub0, long max_wor
     double mb = strtod(budget, &end);
     if (!*budget || *end || !(mb > 0))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: expected megabytes per rank, more than 0", budget);
-    fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks the fewest "
-            "subdivisions (the cfg's batch=%d per rank kept: more subdivisions, fewer images per forward):\n\n"
-            "| ranks | subdivisions | images per forward | predicted peak per rank (MB) |\n|---|---|---|---|\n",
-            budget, batch);
-    for (long w = 1; w <= max_world; ++w) {
-        double least = 0;
-        int fit = 0, last = sub0;
-        for (int s = sub0; s <= batch && !fit; s *= 2) {
-            if (batch % s) continue;
-            char path[4096];
-            fsdp_mem_prediction p;
-            if (s != sub0) FSDP_TRY(with_subdivisions(cfg, s, path, sizeof path));
-            int b, d;
-            fsdp_status st = predict(s != sub0 ? path : cfg, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &b, &d);
-            if (s != sub0) remove(path);
-            FSDP_TRY(st);
-            least = p.peak / 1e6;
-            last = s;
-            if (least <= mb) {
-                fprintf(out, "| %ld | %d | %d | %.1f |\n", w, s, batch / s, least);
-                fit = 1;
+    fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks, without and "
+            "with recompute=1 in [net], the fewest subdivisions (the cfg's batch=%d per rank kept: more subdivisions, "
+            "fewer images per forward):\n\n"
+            "| ranks | recompute | subdivisions | images per forward | predicted peak per rank (MB) |\n"
+            "|---|---|---|---|---|\n", budget, batch);
+    for (long w = 1; w <= max_world; ++w)
+        for (int rc = 0; rc <= 1; ++rc) {
+            double least = 0;
+            int fit = 0, last = sub0;
+            for (int s = sub0; s <= batch && !fit; s *= 2) {
+                if (batch % s) continue;
+                char path[4096];
+                fsdp_mem_prediction p;
+                FSDP_TRY(with_settings(cfg, s, rc, path, sizeof path));
+                int b, d;
+                fsdp_status st = predict(path, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &b, &d);
+                remove(path);
+                FSDP_TRY(st);
+                least = p.peak / 1e6;
+                last = s;
+                if (least <= mb) {
+                    fprintf(out, "| %ld | %d | %d | %d | %.1f |\n", w, rc, s, batch / s, least);
+                    fit = 1;
+                }
+                if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
             }
-            if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
+            if (!fit)
+                fprintf(out, "| %ld | %d | none fits | at %d subdivisions, %d | %.1f |\n", w, rc, last, batch / last,
+                        least);
         }
-        if (!fit)
-            fprintf(out, "| %ld | none fits | at %d subdivisions, %d | %.1f |\n", w, last, batch / last, least);
-    }
     return FSDP_OK;
 }
 

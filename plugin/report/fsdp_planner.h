@@ -13,9 +13,10 @@
  * rank 0), and prints the predictions as a markdown table on out.  hooks
  * is Darknet's table: its cfg_option is pointed at the stand-in engine
  * while CFG is read.  With budget (-fsdp-budget MB, else NULL), a second
- * table: for each world under `full`, the fewest subdivisions (the cfg's
- * times a power of two that divides its batch) whose predicted peak per
- * rank fits, each from a copy of CFG with that subdivisions. */
+ * table: for each world under `full`, without and with recompute=1 in
+ * [net], the fewest subdivisions (the cfg's times a power of two that
+ * divides its batch) whose predicted peak per rank fits, each from a copy
+ * of CFG with those settings. */
 fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks,
                              FILE *out);
 
