@@ -5,7 +5,8 @@
 # at 32x32, batch 16), without and with recompute=1 in [net]: the row
 # chosen fits, the one with half the subdivisions does not, and its peak is
 # the one the plan gives that copy; recompute needs no more subdivisions; a
-# budget nothing fits says so; bad uses are refused by name.
+# budget nothing fits says so; bad uses are refused by name.  And the
+# groups table and the line on recompute=1 that come after the plan.
 . "$(dirname "$0")/lib.sh"
 base=$WORK/resnet18.cfg
 sed 's/^batch=.*/batch=16/; s/^subdivisions=.*/subdivisions=1/' "$S/cfg/tests/resnet18-bn.cfg" > "$base"
@@ -50,6 +51,32 @@ sys.exit(0 if len(rows) == 4 and not bad and chosen[1, 0] == 4 and chosen[1, 1] 
 EOF
 }
 "$DN" -plugin "$PLUGIN" -fsdp-plan 2 "$base" -fsdp-budget "$budget" > "$WORK/budget.md" 2> "$WORK/budget.err"
+# The groups table at 2 ranks: every layer in one group's span once, the
+# parameters summing to the cfg's 11004227; and the line on recompute=1,
+# whose peaks are the plan's for the copies with and without it.
+groups_check() {
+  python3 - "$WORK/budget.md" "$WORK/peaks" <<'EOF'
+import re, sys
+out = open(sys.argv[1]).read()
+peaks = {}
+for line in open(sys.argv[2]):
+    rc, s, w, p = line.split()
+    peaks[int(rc), int(s), int(w)] = float(p)
+table = out.split("Groups at 2 ranks", 1)[1].split("Shared by the groups", 1)[0] if "Groups at 2 ranks" in out else ""
+rows = re.findall(r"^\| (\S+) \| ([\d-]+|none) \| (\d+) \| ([\d.]+) \| (no|yes.*) \|$", table, re.M)
+layers = []
+for name, span, params, held, rc in rows:
+    if span != "none":
+        a, _, b = span.partition("-")
+        layers += range(int(a), int(b or a) + 1)
+m = re.search(r"With recompute=1 in \[net\], 2 ranks under shard=full need ([\d.]+) MB each \(([\d.]+) as the cfg is\)", out)
+ok = rows and sorted(layers) == list(range(len(layers))) and sum(int(r[2]) for r in rows) == 11004227 and m \
+     and abs(float(m.group(1)) - peaks[1, 1, 2]) <= 1 and abs(float(m.group(2)) - peaks[0, 1, 2]) <= 1
+print(len(rows), "groups,", len(layers), "layers,", m.groups() if m else None, peaks[1, 1, 2], peaks[0, 1, 2])
+sys.exit(0 if ok else 1)
+EOF
+}
+check "-fsdp-plan 2: a row per group covering every layer once, and what recompute=1 would need" groups_check
 check "-fsdp-budget $budget: the fewest subdivisions that fit, world 1 at 4 (fewer with recompute=1), each as the plan predicts it" \
   fits "$WORK/budget.md" "$budget"
 "$DN" -plugin "$PLUGIN" -fsdp-plan 1 "$base" -fsdp-budget 1 > "$WORK/none.md" 2>&1

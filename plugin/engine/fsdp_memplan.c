@@ -52,22 +52,35 @@ static void add_once(const float **seen, int *nseen, size_t *bytes, const float 
     *bytes += n * sizeof(float);
 }
 
-static size_t activations(const network *net)
+size_t fsdp_memplan_held(const network *net, const int *layers, int nlayers)
 {
-    const float **seen = malloc((size_t)net->n * 4 * sizeof *seen);
+    const float **seen = malloc(((size_t)nlayers * 4 + 1) * sizeof *seen);
     if (!seen) return 0;
     int nseen = 0;
-    size_t bytes = 0, workspace = 0;
-    for (int i = 0; i < net->n; ++i) {
-        const layer *l = &net->layers[i];
+    size_t bytes = 0;
+    for (int k = 0; k < nlayers; ++k) {
+        const layer *l = &net->layers[layers ? layers[k] : k];
         size_t n = (size_t)l->outputs * l->batch;
         add_once(seen, &nseen, &bytes, l->output, n);
         add_once(seen, &nseen, &bytes, l->delta, n);   /* NULL once the engine dropped it */
         add_once(seen, &nseen, &bytes, l->x, n);
         add_once(seen, &nseen, &bytes, l->x_norm, n);
-        if (l->workspace_size > workspace) workspace = l->workspace_size;
     }
     free(seen);
+    return bytes;
+}
+
+size_t fsdp_memplan_workspace(const network *net)
+{
+    size_t workspace = 0;
+    for (int i = 0; i < net->n; ++i)
+        if (net->layers[i].workspace_size > workspace) workspace = net->layers[i].workspace_size;
+    return workspace;
+}
+
+static size_t activations(const network *net)
+{
+    size_t bytes = fsdp_memplan_held(net, NULL, net->n), workspace = fsdp_memplan_workspace(net);
     /* The input and truth batch, and the loader's two batches (the one
      * training and the one loading) of batch * subdivisions samples. */
     size_t samples = (size_t)net->batch * net->subdivisions;

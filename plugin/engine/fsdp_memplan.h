@@ -53,6 +53,13 @@ fsdp_status fsdp_memplan_warm_up(fsdp_coll *be);
 void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, size_t fixed, int loads_weights,
                           fsdp_mem_prediction *out);
 
+/* The bytes of the activation arrays (output, delta, x, x_norm) the given
+ * layers hold as the network stands (each array once; NULL ones, given back
+ * to a shared buffer, not at all); layers NULL: layers 0 .. nlayers-1. */
+size_t fsdp_memplan_held(const network *net, const int *layers, int nlayers);
+/* The largest workspace of a layer (Darknet's one im2col buffer). */
+size_t fsdp_memplan_workspace(const network *net);
+
 /* The byte theory: the bytes one training step of `subdivisions`
  * micro-batches moves, per group (out[0 .. ngroups)), from the same run of
  * the step plan; what the engine's tally counts each step. */

@@ -32,9 +32,45 @@ static void quiet_end(int saved)
     }
 }
 
-/* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's prediction. */
+/* What a build tells beyond the prediction: the cfg's [net] batch and
+ * subdivisions as Darknet read them, and its [net] recompute. */
+typedef struct cfg_seen {
+    int batch, subdivisions, recompute;
+} cfg_seen;
+
+/* Each group's activations as the build holds them through the step, and
+ * what the groups share (fsdp_memplan_held). */
+static void groups_table(const fsdp_engine *e, const network *net, int world, FILE *out)
+{
+    fprintf(out, "\nGroups at %d ranks under shard=full: the activations each group's layers hold through the step, "
+            "for %d images per forward, and what the groups share:\n\n"
+            "| group | layers | parameters | held through the step (MB) | recomputed |\n|---|---|---|---|---|\n",
+            world, net->batch);
+    for (int g = 0; g < e->plan.ngroups; ++g) {
+        const fsdp_group_info *gi = &e->plan.groups[g];
+        size_t params = 0;
+        for (int k = 0; k < gi->nlayers; ++k) params += e->plan.layer_params[gi->layers[k]];
+        char span[48];
+        if (!gi->nlayers) snprintf(span, sizeof span, "none");
+        else if (gi->nlayers == 1) snprintf(span, sizeof span, "%d", gi->layers[0]);
+        else if (gi->layers[gi->nlayers - 1] - gi->layers[0] + 1 == gi->nlayers)
+            snprintf(span, sizeof span, "%d-%d", gi->layers[0], gi->layers[gi->nlayers - 1]);
+        else snprintf(span, sizeof span, "%d layers", gi->nlayers);
+        const char *rc = !e->rc.group_on || !e->rc.group_on[g] ? "no"
+                         : e->step_plan.groups[g].acts_stay ? "yes, kept for its backward" : "yes";
+        fprintf(out, "| %s | %s | %zu | %.1f | %s |\n", gi->name, span, params,
+                fsdp_memplan_held(net, gi->layers, gi->nlayers) / 1e6, rc);
+    }
+    fprintf(out, "\nShared by the groups: transient outputs %.1f MB, the delta pool %.1f MB, the recomputed groups' "
+            "arena %.1f MB; the largest workspace %.1f MB.\n", fsdp_acts_bytes(&e->acts) / 1e6,
+            fsdp_delta_pool_bytes(&e->deltas) / 1e6, fsdp_recompute_bytes(&e->rc) / 1e6,
+            fsdp_memplan_workspace(net) / 1e6);
+}
+
+/* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
+ * prediction; with groups, the groups table there too. */
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                           fsdp_mem_prediction *out, int *batch, int *subdivisions)
+                           fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups)
 {
     /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
      * prediction is that of a one-machine run. */
@@ -63,9 +99,10 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     quiet_end(saved);
     *out = (fsdp_mem_prediction){ 0 };
     if (s == FSDP_OK) fsdp_memplan_predict(&e, net, fixed, 0, out);
-    /* The cfg's [net] batch and subdivisions, as Darknet read them. */
-    *subdivisions = net->subdivisions;
-    *batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
+    if (s == FSDP_OK && groups) groups_table(&e, net, world, groups);
+    seen->subdivisions = net->subdivisions;
+    seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
+    seen->recompute = e.cfg.recompute;
     fsdp_status f = fsdp_on_network_free(&e, net);
     free_network(net);
     fsdp_engine_free(&e);
@@ -90,7 +127,7 @@ static fsdp_status with_settings(const char *cfg, int sub, int rc, char *path, s
         if (out) fclose(out);
         else if (fd >= 0) close(fd);
         if (fd >= 0) remove(path);
-        return fsdp_fail(FSDP_ERR_IO, "-fsdp-budget: cannot copy %s into %s", cfg, path);
+        return fsdp_fail(FSDP_ERR_IO, "-fsdp-plan: cannot copy %s into %s", cfg, path);
     }
     char line[4096];
     int done = 0, in_net = 0;
@@ -107,7 +144,7 @@ static fsdp_status with_settings(const char *cfg, int sub, int rc, char *path, s
     fclose(in);
     if (fclose(out) != 0 || !done) {
         remove(path);
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget: %s has no [net] section", cfg);
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan: %s has no [net] section", cfg);
     }
     return FSDP_OK;
 }
@@ -134,8 +171,8 @@ static fsdp_status fit_budget(const char *cfg, int batch, int sub0, long max_wor
                 char path[4096];
                 fsdp_mem_prediction p;
                 FSDP_TRY(with_settings(cfg, s, rc, path, sizeof path));
-                int b, d;
-                fsdp_status st = predict(path, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &b, &d);
+                cfg_seen seen;
+                fsdp_status st = predict(path, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, NULL);
                 remove(path);
                 FSDP_TRY(st);
                 least = p.peak / 1e6;
@@ -167,17 +204,30 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
     size_t fixed = fsdp_memplan_resident();
     fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
             "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
-    int batch = 1, subdivisions = 1;
+    cfg_seen seen = { 1, 1, 0 };
+    double full = 0;
     for (long w = 1; w <= n; ++w) {
         fprintf(out, "| %ld |", w);
         for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
             fsdp_mem_prediction p;
-            FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &batch, &subdivisions));
+            FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, NULL));
+            if (s == FSDP_SHARD_FULL) full = p.peak / 1e6;
             char node[48] = "";
             if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
             fprintf(out, " %.1f (%.1f + %s%.1f) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6);
         }
         fprintf(out, "\n");
     }
-    return budget ? fit_budget(cfg, batch, subdivisions, n, budget, fixed, hooks, out) : FSDP_OK;
+    /* The groups at the most ranks, and what recompute=1 in [net] changes there. */
+    fsdp_mem_prediction p;
+    FSDP_TRY(predict(cfg, (int)n, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, out));
+    char path[4096];
+    FSDP_TRY(with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path));
+    cfg_seen other;
+    fsdp_status st = predict(path, (int)n, FSDP_SHARD_FULL, fixed, hooks, &p, &other, NULL);
+    remove(path);
+    FSDP_TRY(st);
+    fprintf(out, "\n%s recompute=1 in [net], %ld ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
+            seen.recompute ? "Without" : "With", n, p.peak / 1e6, full);
+    return budget ? fit_budget(cfg, seen.batch, seen.subdivisions, n, budget, fixed, hooks, out) : FSDP_OK;
 }
