@@ -23,6 +23,11 @@ check "GPU world 1 equals the CPU engine ($("$WDIFF" "$WORK/cpu1.w" "$WORK/gpu1.
   "$WDIFF" "$WORK/cpu1.w" "$WORK/gpu1.w" --tol 1e-3
 check "GPU world 1 equals stock Darknet on the GPU ($("$WDIFF" "$WORK/stock1.w" "$WORK/gpu1.w" --tol 1e-4 | head -1))" \
   "$WDIFF" "$WORK/stock1.w" "$WORK/gpu1.w" --tol 1e-4
+# The device deltas live in the delta pool (fsdp_delta_pool.h), bit for bit.
+FSDP_ACTS=0 train "$WORK/gpu1-kept.w" "$D/data.data" "$c" -plugin "$PLUGIN" -seed 5
+check "GPU world 1: byte-identical to every delta kept (FSDP_ACTS=0)" cmp "$WORK/gpu1.w" "$WORK/gpu1-kept.w"
+check "GPU world 1: the deltas live in the device delta pool" \
+  python3 -c "import json,sys; d=json.load(open('$WORK/gpu1.json')); sys.exit(0 if d['pooled_deltas'] > 0 and d['delta_buffers_bytes'] > 0 else 1)"
 
 # 2. Two ranks sharing the GPU (MPI through host staging) against one rank with twice the batch.
 for s in full grad_op none; do

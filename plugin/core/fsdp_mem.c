@@ -206,6 +206,19 @@ static fsdp_status copy(const fsdp_mem_ctx *m, float *dst, const float *src, siz
     return FSDP_OK;
 }
 
+fsdp_status fsdp_mem_zero(const fsdp_mem_ctx *m, float *x, size_t n)
+{
+#ifdef GPU
+    if (m->device) {
+        cudaCheck(cudaMemsetAsync(x, 0, n * sizeof(float), DN_COMPUTE_STREAM));
+        return FSDP_OK;
+    }
+#endif
+    (void)m;
+    memset(x, 0, n * sizeof(float));
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a)
 {
 #ifdef GPU

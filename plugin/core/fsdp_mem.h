@@ -82,6 +82,10 @@ float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n);
  * weights or gradients, taken over by the engine) and sets it to NULL. */
 void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array);
 
+/* x[0 .. n) = 0 in a buffer of this kind (on the device in order on
+ * Darknet's stream). */
+fsdp_status fsdp_mem_zero(const fsdp_mem_ctx *m, float *x, size_t n);
+
 /* x[0 .. n) *= a in a buffer of this kind (on the device a kernel on
  * Darknet's stream: FSDP_ERR_CUDA, printed, if its launch failed). */
 fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a);

@@ -6,6 +6,9 @@
 
 static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
 
+/* The delta a run computes with: the host one, or on a GPU run its device twin. */
+static float **delta(layer *l, int device) { return fsdp_layer_act(l, FSDP_ACT_DELTA, device); }
+
 /* Per layer, the last layer reading its output (whose backward writes into
  * its delta first), or the layer itself when none does. */
 static int *last_readers(const network *net)
@@ -21,10 +24,10 @@ static int *last_readers(const network *net)
     return last;
 }
 
-static int poolable(const fsdp_layout_plan *p, const network *net, int i, int last)
+static int poolable(const fsdp_layout_plan *p, network *net, int i, int last, int device)
 {
-    const layer *l = &net->layers[i];
-    return p->need_bwd[i] && fsdp_layer_plain_arrays(l) && l->delta && last > i &&
+    layer *l = &net->layers[i];
+    return p->need_bwd[i] && fsdp_layer_plain_arrays(l) && *delta(l, device) && last > i &&
            !(i + 1 < net->n && net->layers[i + 1].type == DROPOUT);
 }
 
@@ -66,14 +69,16 @@ fsdp_status fsdp_delta_pool_setup(fsdp_delta_pool *d, const fsdp_layout_plan *p,
     if (!d->buf) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < d->n; ++i) d->buf[i] = -1;
     d->set_up = 1;
-    if (!d->enabled || m->device) return FSDP_OK;
+    d->device = m->device;
+    if (!d->enabled) return FSDP_OK;
     int *last = last_readers(net);
     if (!last) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    /* A GPU run gives back the device delta (the host twin stays: Darknet's). */
     for (int i = 0; i < d->n; ++i)
-        if (poolable(p, net, i, last[i])) {
+        if (poolable(p, net, i, last[i], d->device)) {
             d->buf[i] = 0;
             d->pooled += 1;
-            fsdp_mem_free_darknet(&(fsdp_mem_ctx){ 0 }, &net->layers[i].delta);
+            fsdp_mem_free_darknet(&(fsdp_mem_ctx){ .device = d->device }, delta(&net->layers[i], d->device));
         }
     fsdp_status s = open_lists(d, last);
     if (s == FSDP_OK) s = assign(d, net, last, m);
@@ -86,18 +91,21 @@ int fsdp_delta_pool_has(const fsdp_delta_pool *d, int i)
     return d->set_up && i >= 0 && i < d->n && d->buf[i] >= 0;
 }
 
-void fsdp_delta_pool_backward(const fsdp_delta_pool *d, network *net, int i, dn_when when)
+fsdp_status fsdp_delta_pool_backward(const fsdp_delta_pool *d, network *net, int i, dn_when when)
 {
-    if (!d->pooled || i < 0 || i >= d->n) return;
+    if (!d->pooled || i < 0 || i >= d->n) return FSDP_OK;
     if (when == DN_AFTER) {
-        if (d->buf[i] >= 0) net->layers[i].delta = NULL;
-        return;
+        if (d->buf[i] >= 0) *delta(&net->layers[i], d->device) = NULL;
+        return FSDP_OK;
     }
+    const fsdp_mem_ctx m = { .device = d->device };
     for (int k = d->open_at[i]; k < d->open_at[i + 1]; ++k) {
         layer *l = &net->layers[d->open_list[k]];
-        l->delta = d->bufs.ptr[d->buf[d->open_list[k]]];
-        memset(l->delta, 0, floats(l) * sizeof *l->delta);
+        float **p = delta(l, d->device);
+        *p = d->bufs.ptr[d->buf[d->open_list[k]]];
+        FSDP_TRY(fsdp_mem_zero(&m, *p, floats(l)));
     }
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_delta_pool_resized(fsdp_delta_pool *d, const fsdp_mem_ctx *m, network *net)
@@ -105,7 +113,7 @@ fsdp_status fsdp_delta_pool_resized(fsdp_delta_pool *d, const fsdp_mem_ctx *m, n
     if (!d->pooled) return FSDP_OK;
     for (int i = 0; i < d->n; ++i)
         if (d->buf[i] >= 0) {
-            fsdp_mem_free_darknet(&(fsdp_mem_ctx){ 0 }, &net->layers[i].delta);
+            fsdp_mem_free_darknet(&(fsdp_mem_ctx){ .device = d->device }, delta(&net->layers[i], d->device));
             FSDP_TRY(fsdp_bufs_grow(&d->bufs, m, d->buf[i], floats(&net->layers[i])));
         }
     return FSDP_OK;
@@ -120,7 +128,7 @@ void fsdp_delta_pool_release(fsdp_delta_pool *d, const fsdp_mem_ctx *m, network 
 {
     /* A backward a failure cut short may have left deltas open. */
     for (int i = 0; net && d->buf && i < d->n; ++i)
-        if (d->buf[i] >= 0) net->layers[i].delta = NULL;
+        if (d->buf[i] >= 0) *delta(&net->layers[i], d->device) = NULL;
     fsdp_bufs_free(&d->bufs, m);
     free(d->buf); free(d->open_at); free(d->open_list);
     *d = (fsdp_delta_pool){ .enabled = d->enabled };

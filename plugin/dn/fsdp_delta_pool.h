@@ -10,7 +10,7 @@
  * shared by lifetime, so a chain needs about two deltas at once whatever
  * its depth, and a shortcut's source one more.
  *
- * Which layers ("pooled"): on host training runs (FSDP_ACTS not 0), a layer
+ * Which layers ("pooled"): on training runs (FSDP_ACTS not 0), a layer
  * needing backward whose arrays are plain (fsdp_layer_plain_arrays), that a
  * later layer reads, and whose delta no dropout after it shares.  Loss
  * layers (they write their delta in forward), recurrent layers and the rest
@@ -19,7 +19,8 @@
  * States of a pooled layer's delta: NULL outside [before the backward of
  * its last reader, after its own backward] (so forward_network's zeroing
  * skips it); inside, a pool buffer, zeroed when it opens, as forward would
- * have.  Outside backward no layer points into the pool: resize_network's
+ * have.  On GPU runs the same holds for the device delta (delta_gpu; the
+ * host twin stays Darknet's).  Outside backward no layer points into the pool: resize_network's
  * realloc of NULL makes fresh arrays, which fsdp_delta_pool_resized gives
  * back, growing the buffers.  Nothing is allocated per step. */
 #ifndef FSDP_DELTA_POOL_H
@@ -32,7 +33,8 @@
 #include "fsdp_mem.h"
 
 typedef struct fsdp_delta_pool {
-    int enabled;             /* a host training command, FSDP_ACTS not 0 (set before setup) */
+    int enabled;             /* a training command, FSDP_ACTS not 0 (set before setup) */
+    int device;              /* a GPU run: the device deltas are pooled */
     int n;                   /* layers */
     int *buf;                /* per layer: its buffer when pooled, else -1 */
     int *open_at;            /* n + 1 offsets into open_list: pooled layers whose delta opens before layer i's backward */
@@ -44,7 +46,7 @@ typedef struct fsdp_delta_pool {
 
 /* Once the network is built and the plan made, after the deltas the plan
  * does not need are dropped (fsdp_deltas.h): pooled layers give theirs
- * back, the buffers are made.  A GPU run pools nothing. */
+ * back, the buffers are made (fsdp_mem: host or device). */
 fsdp_status fsdp_delta_pool_setup(fsdp_delta_pool *d, const fsdp_layout_plan *p, const fsdp_mem_ctx *m,
                                   network *net);
 
@@ -53,7 +55,7 @@ int fsdp_delta_pool_has(const fsdp_delta_pool *d, int i);
 
 /* Before layer i's backward: the deltas whose last reader is i open,
  * zeroed.  After it: layer i's own closes. */
-void fsdp_delta_pool_backward(const fsdp_delta_pool *d, network *net, int i, dn_when when);
+fsdp_status fsdp_delta_pool_backward(const fsdp_delta_pool *d, network *net, int i, dn_when when);
 
 /* After resize_network: gives back what it made again and grows the
  * buffers to the new sizes. */

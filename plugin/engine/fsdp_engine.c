@@ -443,10 +443,9 @@ fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, 
         *skip = 1;
         return FSDP_OK;
     }
-    if (when == DN_BEFORE) fsdp_delta_pool_backward(&e->deltas, net, i, when);
-    fsdp_status s = run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_BACKWARD_BEFORE : FSDP_AT_BACKWARD_AFTER);
-    if (when == DN_AFTER) fsdp_delta_pool_backward(&e->deltas, net, i, when);
-    return s;
+    if (when == DN_BEFORE) FSDP_TRY(fsdp_delta_pool_backward(&e->deltas, net, i, when));
+    FSDP_TRY(run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_BACKWARD_BEFORE : FSDP_AT_BACKWARD_AFTER));
+    return when == DN_AFTER ? fsdp_delta_pool_backward(&e->deltas, net, i, when) : FSDP_OK;
 }
 
 /* ---- update -------------------------------------------------------------- */
