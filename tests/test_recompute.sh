@@ -93,6 +93,13 @@ if [ "$np" = refusals ]; then
     sed 's/^layers=-1,-4$/layers=-1,-5/' > "$c"
   expect_refusal "a recomputed group starting with a dropout, named" \
     "dropout.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group b cannot run its forward again: it starts with a dropout" "$c"
+  c=$WORK/twice.cfg
+  # Group a ends with a dropout, and a second one after the group scales the
+  # same output again; the route then reaches 6 layers back to the shortcut.
+  body 4 "$on" "" | awk '/^\[convolutional\]$/ && ++n == 4 { print "[dropout]\nshard_group=a\nprobability=.5\n\n[dropout]\nprobability=.5\n" } { print }' |
+    sed 's/^layers=-1,-4$/layers=-1,-6/' > "$c"
+  expect_refusal "a recomputed group ending with a dropout that another scales again, named" \
+    "twice.cfg:$(line_of '^recompute=1$' "$c"): recompute=1: group a cannot run its forward again: it ends with a dropout that another dropout after it scales again" "$c"
   c=$WORK/frozen.cfg
   body 4 "$on" "" | sed '0,/^shard_group=a$/s//shard_group=a\nfrozen=1/' > "$c"
   expect_refusal "a frozen layer in a recomputed group, named" \
@@ -115,6 +122,20 @@ if [ "$np" = refusals ]; then
       grep -q "recompute their activations" "$WORK/none.w.err"
   else
     fail "[net] recompute=1 with no group that can: trains"
+  fi
+  # Automatic groups of single layers under [net] recompute=1, a dropout
+  # after layer 3: it joins layer 3's group rather than start one, so every
+  # group but the root (the softmax) recomputes, bit for bit.
+  c=$WORK/auto.cfg
+  body 4 "" "" | awk '/^\[convolutional\]$/ && ++n == 4 { print "[dropout]\nprobability=.5\n" } { print }' |
+    sed 's/^layers=-1,-4$/layers=-1,-5/; s/^\[net\]$/[net]\nshard_auto_group=1/; /^shard_group=/d' > "$c"
+  sed 's/^\[net\]$/[net]\nrecompute=1/' "$c" > "$WORK/auto-rc.cfg"
+  if train_np "$WORK/auto.w" 2 "$D/data.data" "$c" -seed 9 && train_np "$WORK/auto-rc.w" 2 "$D/data.data" "$WORK/auto-rc.cfg" -seed 9; then
+    check "automatic groups with a dropout: byte-identical with [net] recompute=1" cmp "$WORK/auto.w" "$WORK/auto-rc.w"
+    check "automatic groups with a dropout: every group but the root recomputes ($(grep -o 'fsdp: [0-9]* of [0-9]* groups' "$WORK/auto-rc.w.err"))" \
+      python3 -c 'import re, sys; m = re.search(r"fsdp: (\d+) of (\d+) groups recompute", open(sys.argv[1]).read()); sys.exit(0 if m and int(m[1]) == int(m[2]) - 1 else 1)' "$WORK/auto-rc.w.err"
+  else
+    fail "automatic groups with a dropout: trained with and without recompute"
   fi
   finish
   exit

@@ -48,9 +48,11 @@ int fsdp_group_is_ancestor(const fsdp_layout_plan *p, int a, int b)
     return 0;
 }
 
-/* Layer l's output, delta, and batch norm's x and x_norm, in bytes. */
+/* Layer l's output, delta, and batch norm's x and x_norm, in bytes (a
+ * dropout's are its input's). */
 static size_t act_bytes(const layer *l)
 {
+    if (l->type == DROPOUT) return 0;
     int bn = l->batch_normalize || l->type == BATCHNORM;
     return (size_t)l->outputs * l->batch * sizeof(float) * (bn ? 4 : 2);
 }
@@ -58,7 +60,7 @@ static size_t act_bytes(const layer *l)
 /* Automatic groups end at a loss layer when [net] says recompute=1: the
  * loss stays in the root group, which holds the head, and the layers
  * before it form a group that can recompute (fsdp_recompute.h); and at
- * p->auto_acts bytes of activations. */
+ * p->auto_acts bytes of activations, but never just before a dropout. */
 static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg, const network *net)
 {
     int auto_open = -1, auto_count = 0;
@@ -72,7 +74,11 @@ static fsdp_status assign_groups(fsdp_layout_plan *p, const fsdp_cfg *cfg, const
         } else if (p->auto_group > 0 && cfg->recompute && fsdp_layer_is_loss(&net->layers[i])) {
             auto_open = -1;
         } else if (p->auto_group > 0) {
-            if (auto_open < 0 || auto_params >= (size_t)p->auto_group || (p->auto_acts && auto_acts >= p->auto_acts)) {
+            /* Under recompute=1 a dropout stays with the layer it scales: a
+             * group starting with one cannot recompute. */
+            int joins = cfg->recompute && auto_open >= 0 && net->layers[i].type == DROPOUT;
+            if (!joins && (auto_open < 0 || auto_params >= (size_t)p->auto_group ||
+                           (p->auto_acts && auto_acts >= p->auto_acts))) {
                 char name[32];
                 snprintf(name, sizeof name, "auto%d", auto_count++);
                 if (find_group(p, name) >= 0)

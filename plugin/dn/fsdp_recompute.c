@@ -68,6 +68,11 @@ static const char *cannot(const fsdp_layout_plan *p, const fsdp_cfg *cfg, const 
         }
     }
     *bad = -1;
+    /* A dropout after the group scales its output in place again, which
+     * replaying the group's own dropout would not. */
+    int last = info->nlayers ? info->layers[info->nlayers - 1] : -1;
+    if (last >= 0 && net->layers[last].type == DROPOUT && last + 1 < net->n && net->layers[last + 1].type == DROPOUT)
+        return "it ends with a dropout that another dropout after it scales again: end it a layer earlier";
     return NULL;
 }
 

@@ -3,9 +3,11 @@
  *
  * A recomputed group keeps, between its forward and its backward, only
  * what later layers read: the output and delta of its last layer and of
- * its layers that a route or shortcut past the group names ("kept"
- * layers).  Everything else its layers hold (the other layers' output,
- * delta, x and x_norm: "inner" layers; the kept ones' x and x_norm) lives
+ * its layers that a route or shortcut past the group names, directly or
+ * through a dropout sharing the output ("kept" layers; a delta the delta
+ * pool holds lives there instead, fsdp_delta_pool.h).  Everything else its
+ * layers hold (the other layers' output, x, x_norm and delta unless
+ * pooled: "inner" layers; the kept ones' x and x_norm) lives
  * in one arena the plugin owns, which every recomputed group shares: it
  * holds one group's at a time, during that group's forward and again
  * during its backward.  Before its backward the group's forward runs again
@@ -22,14 +24,18 @@
  * root (it holds the loss), no nested groups (its layers are one
  * contiguous span), every layer trainable and needing backward, each of a
  * type whose forward recomputes exactly (convolutional, connected,
- * maxpool, avgpool, shortcut, route, upsample, reorg, batchnorm): no loss,
- * no recurrent state, no random draws.  A group the cfg names that cannot
+ * maxpool, avgpool, shortcut, route, upsample, reorg, batchnorm,
+ * activation, and dropout, replayed from the draws its forward kept): no
+ * loss, no recurrent state; not starting with a dropout (it would scale
+ * the layer below the group), nor ending with one that a dropout after the
+ * group scales again.  A group the cfg names that cannot
  * is refused, as "file:line: ...", naming the layer and why; [net]'s
  * recompute=1 passes such groups by.  Host runs only, for now: a GPU run
  * is refused.
  *
- * The states of the pointers the arena holds (an inner layer's four, a
- * kept layer's x and x_norm): from the group's first layer's forward to its
+ * The states of the pointers the arena holds (an inner layer's output, x,
+ * x_norm and delta unless pooled; a kept layer's x and x_norm; a dropout's,
+ * which follow its input's): from the group's first layer's forward to its
  * last layer's forward they point into the arena, but for an inner delta,
  * NULL then (forward writes no delta); from before the group's backward
  * (the recomputation) to after it, all of them, inner deltas zeroed first.
@@ -58,7 +64,7 @@ typedef struct fsdp_recompute {
     int ngroups_on;
     int ngroups;
     int *span;               /* per group: its first and last layer when recomputed, else -1 */
-    unsigned char *role;     /* per layer: outside a recomputed group, inner, or kept */
+    unsigned char *role;     /* per layer: outside a recomputed group, inner, kept, whole or a dropout's alias */
     unsigned char *pooled;   /* per layer: its delta is the delta pool's (fsdp_delta_pool.h), not the arena's */
     size_t *off;             /* per layer of a recomputed group: its arrays' place in the arena (floats) */
     float *arena;
