@@ -53,8 +53,7 @@ int fsdp_group_is_ancestor(const fsdp_layout_plan *p, int a, int b)
 static size_t act_bytes(const layer *l)
 {
     if (l->type == DROPOUT) return 0;
-    int bn = l->batch_normalize || l->type == BATCHNORM;
-    return (size_t)l->outputs * l->batch * sizeof(float) * (bn ? 4 : 2);
+    return fsdp_layer_act_floats(l) * sizeof(float) * (fsdp_layer_has_bn(l) ? 4 : 2);
 }
 
 /* Automatic groups end at a loss layer when [net] says recompute=1: the

@@ -211,3 +211,13 @@ int fsdp_layer_plain_arrays(const layer *l)
         return 0;
     }
 }
+
+size_t fsdp_layer_act_floats(const layer *l)
+{
+    return (size_t)l->outputs * l->batch;
+}
+
+int fsdp_layer_has_bn(const layer *l)
+{
+    return l->batch_normalize || l->type == BATCHNORM;
+}

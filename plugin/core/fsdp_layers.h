@@ -50,6 +50,14 @@ int fsdp_layer_is_loss(const layer *l);
  * steps) and the rest keep theirs; dropout shares its input's. */
 int fsdp_layer_plain_arrays(const layer *l);
 
+/* Floats in each of a layer's activation arrays (output, delta, x,
+ * x_norm): one forward's batch of its outputs. */
+size_t fsdp_layer_act_floats(const layer *l);
+
+/* Whether the layer has batch norm's x and x_norm (batch_normalize=1, or
+ * a [batchnorm] layer). */
+int fsdp_layer_has_bn(const layer *l);
+
 /* A layer's activation array `which`: the host one, or with device its
  * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */
 typedef enum { FSDP_ACT_OUTPUT, FSDP_ACT_DELTA, FSDP_ACT_X, FSDP_ACT_X_NORM } fsdp_act_array;

@@ -28,7 +28,6 @@ static int has_bn(const layer *l)
     return ((l->type == CONVOLUTIONAL || l->type == CONNECTED) && l->batch_normalize) || l->type == BATCHNORM;
 }
 
-static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
 
 /* Where a layer's output stays even when it needs no backward: the
  * network's output (the last layer, or the one before a final cost
@@ -84,7 +83,7 @@ static fsdp_status restore_delta(const fsdp_acts *a, network *net, int c, const 
     for (int d = 0; d <= a->device; ++d) {
         /* GPU runs: the host twin too, as Darknet would have it. */
         float **delta = fsdp_layer_act(l, FSDP_ACT_DELTA, d);
-        FSDP_TRY(remake(delta, floats(l), d));
+        FSDP_TRY(remake(delta, fsdp_layer_act_floats(l), d));
         FOR_MEMBERS(a, c, m) *fsdp_layer_act(&net->layers[m], FSDP_ACT_DELTA, d) = *delta;
     }
     return FSDP_OK;
@@ -96,7 +95,8 @@ static fsdp_status assign_buffers(fsdp_acts *a, const network *net, const fsdp_m
 {
     FSDP_TRY(fsdp_bufs_init(&a->bufs, a->n, 1));
     for (int c = 0; c < a->n; ++c)
-        if (a->buf[c] >= 0) a->buf[c] = fsdp_bufs_take(&a->bufs, floats(&net->layers[c]), c, a->last[c]);
+        if (a->buf[c] >= 0)
+            a->buf[c] = fsdp_bufs_take(&a->bufs, fsdp_layer_act_floats(&net->layers[c]), c, a->last[c]);
     return fsdp_bufs_alloc(&a->bufs, m);
 }
 
@@ -169,7 +169,7 @@ fsdp_status fsdp_acts_setup(fsdp_acts *a, const fsdp_layout_plan *p, const fsdp_
         if (a->prod[i] == i) s = restore_delta(a, net, i, keep);
         if (s == FSDP_OK && a->freed[i] && a->prod[i] == i && a->buf[i] < 0) {
             float **out = fsdp_layer_act(l, FSDP_ACT_OUTPUT, a->device);
-            s = remake(out, floats(l), a->device);
+            s = remake(out, fsdp_layer_act_floats(l), a->device);
             if (s == FSDP_OK) point_members(a, net, i, *out);
         }
         if (a->prod[i] == i && a->buf[i] >= 0) {
@@ -224,7 +224,8 @@ fsdp_status fsdp_acts_resized(fsdp_acts *a, const fsdp_mem_ctx *m, network *net)
         }
     }
     for (int i = 0; i < a->n; ++i)
-        if (a->prod[i] == i && a->buf[i] >= 0) FSDP_TRY(fsdp_bufs_grow(&a->bufs, m, a->buf[i], floats(&net->layers[i])));
+        if (a->prod[i] == i && a->buf[i] >= 0)
+            FSDP_TRY(fsdp_bufs_grow(&a->bufs, m, a->buf[i], fsdp_layer_act_floats(&net->layers[i])));
     return FSDP_OK;
 }
 

@@ -124,7 +124,7 @@ fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net)
     fsdp_status s = FSDP_OK;
     for (int i = 0; i < net->n && s == FSDP_OK; ++i) {
         layer *l = &net->layers[i];
-        if (!(l->batch_normalize || l->type == BATCHNORM) || !l->rolling_mean || !l->rolling_variance) continue;
+        if (!fsdp_layer_has_bn(l) || !l->rolling_mean || !l->rolling_variance) continue;
         const float *m, *v;
         fsdp_layer_rolling(l, bn->mem->device, &m, &v);
         if (bn->mem->device) {

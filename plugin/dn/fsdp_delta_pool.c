@@ -4,7 +4,6 @@
 #include "fsdp_delta_pool.h"
 #include "fsdp_layers.h"
 
-static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
 
 /* The delta a run computes with: the host one, or on a GPU run its device twin. */
 static float **delta(layer *l, int device) { return fsdp_layer_act(l, FSDP_ACT_DELTA, device); }
@@ -40,7 +39,7 @@ static fsdp_status assign(fsdp_delta_pool *d, const network *net, const int *las
     for (int s = d->n - 1; s >= 0; --s)
         for (int k = d->open_at[s]; k < d->open_at[s + 1]; ++k) {
             int j = d->open_list[k];
-            d->buf[j] = fsdp_bufs_take(&d->bufs, floats(&net->layers[j]), -last[j], -j);
+            d->buf[j] = fsdp_bufs_take(&d->bufs, fsdp_layer_act_floats(&net->layers[j]), -last[j], -j);
         }
     return fsdp_bufs_alloc(&d->bufs, m);
 }
@@ -103,7 +102,7 @@ fsdp_status fsdp_delta_pool_backward(const fsdp_delta_pool *d, network *net, int
         layer *l = &net->layers[d->open_list[k]];
         float **p = delta(l, d->device);
         *p = d->bufs.ptr[d->buf[d->open_list[k]]];
-        FSDP_TRY(fsdp_mem_zero(&m, *p, floats(l)));
+        FSDP_TRY(fsdp_mem_zero(&m, *p, fsdp_layer_act_floats(l)));
     }
     return FSDP_OK;
 }
@@ -114,7 +113,7 @@ fsdp_status fsdp_delta_pool_resized(fsdp_delta_pool *d, const fsdp_mem_ctx *m, n
     for (int i = 0; i < d->n; ++i)
         if (d->buf[i] >= 0) {
             fsdp_mem_free_darknet(&(fsdp_mem_ctx){ .device = d->device }, delta(&net->layers[i], d->device));
-            FSDP_TRY(fsdp_bufs_grow(&d->bufs, m, d->buf[i], floats(&net->layers[i])));
+            FSDP_TRY(fsdp_bufs_grow(&d->bufs, m, d->buf[i], fsdp_layer_act_floats(&net->layers[i])));
         }
     return FSDP_OK;
 }

@@ -3,6 +3,7 @@
 #include "activations.h"
 #include "blas.h"
 #include "fsdp_frozen.h"
+#include "fsdp_layers.h"
 
 /* Whether a recurrent layer's sub-layers normalize their batches. */
 static int recurrent_batch_norm(const layer *l)
@@ -76,7 +77,7 @@ static void frozen_backward_with(layer l, network net, const fsdp_frozen_math *m
      * shares its input's delta: backward is nothing.  Darknet's own would
      * apply the mask of an earlier training forward. */
     if (l.type == DROPOUT) return;
-    if (l.batch_normalize || l.type == BATCHNORM) {
+    if (fsdp_layer_has_bn(&l)) {
         int n = l.outputs * l.batch;
         if (l.type != BATCHNORM) math->gradient(a->output, n, l.activation, a->delta);
         math->bn_delta(a->delta, a->scales, a->rolling_variance, l.batch, l.out_c, l.out_w * l.out_h);

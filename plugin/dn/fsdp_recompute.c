@@ -14,16 +14,16 @@
  * input's: it follows that layer's pointers, and runs again by replaying
  * the draws its forward kept (l.rand). */
 enum { OUTSIDE = 0, INNER, KEPT, WHOLE, ALIAS };
+/* The roles whose own arrays the arena holds some of. */
+static int in_arena(int role) { return role == INNER || role == KEPT; }
 
-static size_t floats(const layer *l) { return (size_t)l->outputs * l->batch; }
-static int has_bn(const layer *l) { return l->batch_normalize || l->type == BATCHNORM; }
 /* An inner layer's output, delta (unless the delta pool holds it), x and
  * x_norm; a kept one's x and x_norm. */
 static size_t arena_floats(const fsdp_recompute *r, const layer *l, int k)
 {
-    size_t bn = has_bn(l) ? 2 : 0;
-    if (r->role[k] == INNER) return floats(l) * (1 + !r->pooled[k] + bn);
-    return r->role[k] == KEPT ? bn * floats(l) : 0;
+    size_t bn = fsdp_layer_has_bn(l) ? 2 : 0;
+    if (r->role[k] == INNER) return fsdp_layer_act_floats(l) * (1 + !r->pooled[k] + bn);
+    return r->role[k] == KEPT ? bn * fsdp_layer_act_floats(l) : 0;
 }
 
 /* Why layer l's forward cannot run again to the same bits, or NULL. */
@@ -159,7 +159,7 @@ static void layout(fsdp_recompute *r, const network *net)
             const layer *l = &net->layers[k];
             int whole = k == last && k + 1 < net->n && net->layers[k + 1].type == DROPOUT;
             r->role[k] = l->type == DROPOUT ? ALIAS : whole ? WHOLE : kept(net, k, last) ? KEPT : INNER;
-            if (has_bn(l) && !whole) {
+            if (fsdp_layer_has_bn(l) && !whole) {
                 r->stat_off[k] = stats;
                 stats += 2 * (size_t)l->out_c;
             }
@@ -184,7 +184,7 @@ static void give_back(const fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
 {
     for (int k = 0; k < r->n; ++k) {
         if (r->role[k] == ALIAS) follow(&net->layers[k], &net->layers[k - 1]);
-        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE || r->role[k] == ALIAS) continue;
+        if (!in_arena(r->role[k])) continue;
         layer *l = &net->layers[k];
         if (r->role[k] == INNER) {
             fsdp_mem_free_darknet(m, &l->output);
@@ -226,8 +226,8 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 static void point(const fsdp_recompute *r, layer *l, int k, int delta)
 {
     if (r->role[k] == ALIAS) follow(l, l - 1);
-    if (r->role[k] == OUTSIDE || r->role[k] == WHOLE || r->role[k] == ALIAS) return;
-    size_t n = floats(l);
+    if (!in_arena(r->role[k])) return;
+    size_t n = fsdp_layer_act_floats(l);
     float *at = r->arena + r->off[k];
     if (r->role[k] == INNER) {
         l->output = at;
@@ -238,7 +238,7 @@ static void point(const fsdp_recompute *r, layer *l, int k, int delta)
         if (delta) memset(l->delta, 0, n * sizeof *l->delta);
         at += n;
     }
-    if (has_bn(l)) {
+    if (fsdp_layer_has_bn(l)) {
         l->x = at;
         l->x_norm = at + n;
     }
@@ -254,7 +254,7 @@ void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g)
     for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) {
         layer *l = &net->layers[k];
         if (r->role[k] == ALIAS) follow(l, l - 1);
-        if (r->role[k] == OUTSIDE || r->role[k] == WHOLE || r->role[k] == ALIAS) continue;
+        if (!in_arena(r->role[k])) continue;
         if (r->role[k] == INNER) l->output = NULL;
         if (r->role[k] == INNER && !r->pooled[k]) l->delta = NULL;
         l->x = l->x_norm = NULL;

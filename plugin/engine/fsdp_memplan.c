@@ -60,7 +60,7 @@ size_t fsdp_memplan_held(const network *net, const int *layers, int nlayers)
     size_t bytes = 0;
     for (int k = 0; k < nlayers; ++k) {
         const layer *l = &net->layers[layers ? layers[k] : k];
-        size_t n = (size_t)l->outputs * l->batch;
+        size_t n = fsdp_layer_act_floats(l);
         add_once(seen, &nseen, &bytes, l->output, n);
         add_once(seen, &nseen, &bytes, l->delta, n);   /* NULL once the engine dropped it */
         add_once(seen, &nseen, &bytes, l->x, n);
