@@ -100,22 +100,6 @@ static fsdp_status assign_buffers(fsdp_acts *a, const network *net, const fsdp_m
     return fsdp_bufs_alloc(&a->bufs, m);
 }
 
-static fsdp_status closing_lists(fsdp_acts *a)
-{
-    a->close_at = calloc((size_t)a->n + 1, sizeof *a->close_at);
-    a->close_list = calloc((size_t)a->n, sizeof *a->close_list);
-    if (!a->close_at || !a->close_list) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (int c = 0; c < a->n; ++c)
-        if (a->buf[c] >= 0) ++a->close_at[a->last[c] + 1];
-    for (int i = 0; i < a->n; ++i) a->close_at[i + 1] += a->close_at[i];
-    int *at = calloc((size_t)a->n, sizeof *at);
-    if (!at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (int c = 0; c < a->n; ++c)
-        if (a->buf[c] >= 0) a->close_list[a->close_at[a->last[c]] + at[a->last[c]]++] = c;
-    free(at);
-    return FSDP_OK;
-}
-
 /* Which outputs are transient, and until when each output is read. */
 static void lifetimes(fsdp_acts *a, const fsdp_layout_plan *p, const network *net)
 {
@@ -187,7 +171,7 @@ fsdp_status fsdp_acts_setup(fsdp_acts *a, const fsdp_layout_plan *p, const fsdp_
     }
     free(keep);
     if (s == FSDP_OK) s = assign_buffers(a, net, m);
-    if (s == FSDP_OK) s = closing_lists(a);
+    if (s == FSDP_OK) s = fsdp_bufs_index(a->n, a->buf, a->last, &a->close_at, &a->close_list);
     a->set_up = s == FSDP_OK;
     return s;
 }

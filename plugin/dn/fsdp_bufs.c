@@ -44,6 +44,25 @@ fsdp_status fsdp_bufs_grow(fsdp_bufs *s, const fsdp_mem_ctx *m, int b, size_t ne
                                            (need * sizeof(float)) >> 20);
 }
 
+fsdp_status fsdp_bufs_index(int n, const int *buf, const int *key, int **at, int **list)
+{
+    size_t cap = n > 0 ? (size_t)n : 1;
+    int *fill = calloc(cap, sizeof *fill);
+    *at = calloc(cap + 1, sizeof **at);
+    *list = malloc(cap * sizeof **list);
+    if (!fill || !*at || !*list) {
+        free(fill);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < n; ++j)
+        if (buf[j] >= 0) ++(*at)[key[j] + 1];
+    for (int i = 0; i < n; ++i) (*at)[i + 1] += (*at)[i];
+    for (int j = 0; j < n; ++j)
+        if (buf[j] >= 0) (*list)[(*at)[key[j]] + fill[key[j]]++] = j;
+    free(fill);
+    return FSDP_OK;
+}
+
 size_t fsdp_bufs_bytes(const fsdp_bufs *s)
 {
     size_t n = 0;

@@ -37,6 +37,12 @@ fsdp_status fsdp_bufs_alloc(fsdp_bufs *s, const fsdp_mem_ctx *m);
  * if smaller; its contents are lost. */
 fsdp_status fsdp_bufs_grow(fsdp_bufs *s, const fsdp_mem_ctx *m, int b, size_t need);
 
+/* The arrays by the layer where they start or stop: for each of n layers
+ * j with buf[j] >= 0, j is listed under layer key[j]: (*list)[(*at)[i] ..
+ * (*at)[i + 1]) are those under layer i, ascending.  The caller frees
+ * both. */
+fsdp_status fsdp_bufs_index(int n, const int *buf, const int *key, int **at, int **list);
+
 size_t fsdp_bufs_bytes(const fsdp_bufs *s);
 void fsdp_bufs_free(fsdp_bufs *s, const fsdp_mem_ctx *m);
 

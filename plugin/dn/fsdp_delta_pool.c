@@ -44,22 +44,6 @@ static fsdp_status assign(fsdp_delta_pool *d, const network *net, const int *las
     return fsdp_bufs_alloc(&d->bufs, m);
 }
 
-static fsdp_status open_lists(fsdp_delta_pool *d, const int *last)
-{
-    size_t n = d->n > 0 ? (size_t)d->n : 1;
-    d->open_at = calloc(n + 1, sizeof *d->open_at);
-    d->open_list = malloc(n * sizeof *d->open_list);
-    int *at = calloc(n, sizeof *at);
-    if (!d->open_at || !d->open_list || !at) { free(at); return fsdp_fail(FSDP_ERR_NOMEM, "out of memory"); }
-    for (int j = 0; j < d->n; ++j)
-        if (d->buf[j] >= 0) ++d->open_at[last[j] + 1];
-    for (int i = 0; i < d->n; ++i) d->open_at[i + 1] += d->open_at[i];
-    for (int j = 0; j < d->n; ++j)
-        if (d->buf[j] >= 0) d->open_list[d->open_at[last[j]] + at[last[j]]++] = j;
-    free(at);
-    return FSDP_OK;
-}
-
 fsdp_status fsdp_delta_pool_setup(fsdp_delta_pool *d, const fsdp_layout_plan *p, const fsdp_mem_ctx *m,
                                   network *net)
 {
@@ -79,7 +63,7 @@ fsdp_status fsdp_delta_pool_setup(fsdp_delta_pool *d, const fsdp_layout_plan *p,
             d->pooled += 1;
             fsdp_mem_free_darknet(&(fsdp_mem_ctx){ .device = d->device }, delta(&net->layers[i], d->device));
         }
-    fsdp_status s = open_lists(d, last);
+    fsdp_status s = fsdp_bufs_index(d->n, d->buf, last, &d->open_at, &d->open_list);
     if (s == FSDP_OK) s = assign(d, net, last, m);
     free(last);
     return s;
