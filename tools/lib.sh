@@ -27,7 +27,10 @@ MPIRUN=("${FSDP_MPIEXEC:-mpirun}" "${FSDP_MPIRUN_FLAGS[@]}")
 
 # step_times LOG: the per-step seconds Darknet printed in LOG, one a line,
 # the first step (warm-up) left out.
-step_times() { awk -F', ' '/ avg, .* rate, .* seconds, / { split($5, a, " "); print a[1] }' "$1" | tail -n +2; }
+step_times() {
+  awk -F', ' '/ avg, .* rate, .* seconds, / { for (i = 1; i <= NF; ++i) if ($i ~ / seconds$/) { split($i, a, " "); print a[1] } }' "$1" |
+    tail -n +2
+}
 
 # median_step LOG: their median; nan when there is none.
 median_step() {

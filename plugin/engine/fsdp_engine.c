@@ -242,13 +242,16 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
                 "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
                 trainable, frozen, e->tally.model_state_bytes / 1e6);
-        if (e->plan.auto_default)
+        if (e->plan.auto_default) {
+            char acts[96] = "";
+            if (e->plan.auto_acts)
+                snprintf(acts, sizeof acts, " or of 1/%d of its activations (recompute=1), whichever ends first",
+                         FSDP_RECOMPUTE_SEGMENTS);
             fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
-                    "parameters (a %dth of the model, at least %d)%s%.0d%s: a rank gathers one group at a time "
-                    "instead of keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
-                    e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN,
-                    e->plan.auto_acts ? " or of 1/" : "", e->plan.auto_acts ? FSDP_RECOMPUTE_SEGMENTS : 0,
-                    e->plan.auto_acts ? " of its activations (recompute=1), whichever ends first" : "");
+                    "parameters (a %dth of the model, at least %d)%s: a rank gathers one group at a time instead "
+                    "of keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
+                    e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN, acts);
+        }
         if (e->rc.ngroups_on)
             fprintf(stderr, "fsdp: %d of %d groups recompute their activations in backward (recompute=1): "
                     "%.1f MB of activations shared between them\n", e->rc.ngroups_on, e->ngroups,
