@@ -206,11 +206,23 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
             "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
     cfg_seen seen = { 1, 1, 0 };
     double full = 0;
+    /* The groups table comes from the build at N ranks under full, printed
+     * after the table. */
+    char *groups = NULL;
+    size_t groups_len = 0;
+    FILE *g = open_memstream(&groups, &groups_len);
+    if (!g) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (long w = 1; w <= n; ++w) {
         fprintf(out, "| %ld |", w);
         for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
             fsdp_mem_prediction p;
-            FSDP_TRY(predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, NULL));
+            int last = w == n && s == FSDP_SHARD_FULL;
+            fsdp_status st = predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, last ? g : NULL);
+            if (st != FSDP_OK) {
+                fclose(g);
+                free(groups);
+                return st;
+            }
             if (s == FSDP_SHARD_FULL) full = p.peak / 1e6;
             char node[48] = "";
             if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
@@ -218,9 +230,11 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
         }
         fprintf(out, "\n");
     }
-    /* The groups at the most ranks, and what recompute=1 in [net] changes there. */
+    fclose(g);
+    fputs(groups, out);
+    free(groups);
+    /* What recompute=1 in [net] changes at the most ranks. */
     fsdp_mem_prediction p;
-    FSDP_TRY(predict(cfg, (int)n, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, out));
     char path[4096];
     FSDP_TRY(with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path));
     cfg_seen other;
