@@ -158,6 +158,19 @@ int fsdp_layer_inputs(const network *net, int index, int *in)
     return n;
 }
 
+int *fsdp_layer_last_readers(const network *net)
+{
+    int *last = malloc(((size_t)net->n + 1) * sizeof *last);
+    if (!last) return NULL;
+    for (int i = 0; i < net->n; ++i) last[i] = i;
+    for (int k = 0; k < net->n; ++k) {
+        int in[FSDP_MAX_INPUTS], c = fsdp_layer_inputs(net, k, in);
+        for (int r = 0; r < c; ++r)
+            if (in[r] >= 0 && in[r] < k && k > last[in[r]]) last[in[r]] = k;
+    }
+    return last;
+}
+
 int fsdp_layer_writes_delta_in_forward(const layer *l)
 {
     switch (l->type) {

@@ -72,6 +72,11 @@ void fsdp_layer_rolling(const layer *l, int device, const float **mean, const fl
 #define FSDP_MAX_INPUTS 16
 int fsdp_layer_inputs(const network *net, int index, int *in);
 
+/* Per layer, the last layer reading its output (fsdp_layer_inputs), or the
+ * layer itself when none does; NULL when out of memory; the caller frees
+ * it. */
+int *fsdp_layer_last_readers(const network *net);
+
 /* Whether a layer writes its delta during forward (loss layers): such a
  * layer keeps its delta buffer even when it needs no backward. */
 int fsdp_layer_writes_delta_in_forward(const layer *l);

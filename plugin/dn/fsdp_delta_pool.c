@@ -8,21 +8,6 @@
 /* The delta a run computes with: the host one, or on a GPU run its device twin. */
 static float **delta(layer *l, int device) { return fsdp_layer_act(l, FSDP_ACT_DELTA, device); }
 
-/* Per layer, the last layer reading its output (whose backward writes into
- * its delta first), or the layer itself when none does. */
-static int *last_readers(const network *net)
-{
-    int *last = malloc((size_t)net->n * sizeof *last);
-    if (!last) return NULL;
-    for (int i = 0; i < net->n; ++i) last[i] = i;
-    for (int k = 0; k < net->n; ++k) {
-        int in[FSDP_MAX_INPUTS], c = fsdp_layer_inputs(net, k, in);
-        for (int r = 0; r < c; ++r)
-            if (in[r] >= 0 && in[r] < k && k > last[in[r]]) last[in[r]] = k;
-    }
-    return last;
-}
-
 static int poolable(const fsdp_layout_plan *p, network *net, int i, int last, int device)
 {
     layer *l = &net->layers[i];
@@ -54,7 +39,7 @@ fsdp_status fsdp_delta_pool_setup(fsdp_delta_pool *d, const fsdp_layout_plan *p,
     d->set_up = 1;
     d->device = m->device;
     if (!d->enabled) return FSDP_OK;
-    int *last = last_readers(net);
+    int *last = fsdp_layer_last_readers(net);
     if (!last) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     /* A GPU run gives back the device delta (the host twin stays: Darknet's). */
     for (int i = 0; i < d->n; ++i)

@@ -122,34 +122,23 @@ fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, co
     return FSDP_OK;
 }
 
-/* Whether a layer after `last` reads layer k's output (routes and shortcuts). */
-static int read_past(const network *net, int k, int last)
-{
-    for (int j = last + 1; j < net->n; ++j) {
-        const layer *l = &net->layers[j];
-        if (l->type == SHORTCUT && l->index == k) return 1;
-        if (l->type == ROUTE)
-            for (int q = 0; q < l->n; ++q)
-                if (l->input_layers[q] == k) return 1;
-    }
-    return 0;
-}
-
 /* Whether layer k's output is its group's output or read past the group
- * (last): its own, or through the dropouts after it that share it. */
-static int kept(const network *net, int k, int last)
+ * (last; reader: each layer's last reader): its own, or through the
+ * dropouts after it that share it. */
+static int kept(const network *net, const int *reader, int k, int last)
 {
-    if (k == last || read_past(net, k, last)) return 1;
-    for (int j = k + 1; j <= last && net->layers[j].type == DROPOUT; ++j)
-        if (j == last || read_past(net, j, last)) return 1;
+    for (int j = k; j <= last && (j == k || net->layers[j].type == DROPOUT); ++j)
+        if (j == last || reader[j] > last) return 1;
     return 0;
 }
 
 /* Inner layers, their places in the arena (one group's at a time, so every
  * group starts at 0) and the statistics' places; the sizes needed.  Again
  * after a resize: the layers' sizes change, not which are inner. */
-static void layout(fsdp_recompute *r, const network *net)
+static fsdp_status layout(fsdp_recompute *r, const network *net)
 {
+    int *reader = fsdp_layer_last_readers(net);
+    if (!reader) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     size_t arena = 0, stats = 0;
     for (int g = 0; g < r->ngroups; ++g) {
         if (!r->group_on[g]) continue;
@@ -158,7 +147,7 @@ static void layout(fsdp_recompute *r, const network *net)
         for (int k = first; k <= last; ++k) {
             const layer *l = &net->layers[k];
             int whole = k == last && k + 1 < net->n && net->layers[k + 1].type == DROPOUT;
-            r->role[k] = l->type == DROPOUT ? ALIAS : whole ? WHOLE : kept(net, k, last) ? KEPT : INNER;
+            r->role[k] = l->type == DROPOUT ? ALIAS : whole ? WHOLE : kept(net, reader, k, last) ? KEPT : INNER;
             if (fsdp_layer_has_bn(l) && !whole) {
                 r->stat_off[k] = stats;
                 stats += 2 * (size_t)l->out_c;
@@ -170,6 +159,8 @@ static void layout(fsdp_recompute *r, const network *net)
     }
     r->stat_floats = stats;
     r->arena_need = arena;
+    free(reader);
+    return FSDP_OK;
 }
 
 /* A dropout follows its input's output and delta. */
@@ -208,7 +199,7 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
     r->stat_off = malloc((size_t)r->n * sizeof *r->stat_off);
     if (!r->role || !r->pooled || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < r->n; ++k) r->off[k] = r->stat_off[k] = NO_OFF;
-    layout(r, net);
+    FSDP_TRY(layout(r, net));
     give_back(r, m, net);
     r->arena_floats = r->arena_need;
     r->arena = r->arena_floats ? fsdp_mem_alloc(m, r->arena_floats, 0) : NULL;
@@ -338,7 +329,7 @@ fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, net
 {
     if (!r->set_up || !r->ngroups_on) return FSDP_OK;
     give_back(r, m, net);
-    layout(r, net);
+    FSDP_TRY(layout(r, net));
     size_t most = r->arena_need;
     if (most <= r->arena_floats) return FSDP_OK;
     fsdp_mem_free(m, r->arena);
