@@ -81,6 +81,17 @@ on='\nrecompute=1'
 
 line_of() { grep -n -m1 "$1" "$2" | cut -d: -f1; }
 
+# det OUT NP CFG [darknet args...]: `detector train` of $DD/data.data on NP
+# ranks, stdout to OUT.log, stderr to OUT.err, the final weights to OUT.
+det() {
+  local out=$1 n=$2 cfg=$3; shift 3
+  local base; base=$(basename "$cfg" .cfg)
+  (cd "$DD" && rm -f backup/"$base"_final.weights &&
+   "${MPIRUN[@]}" -np "$n" "$DN" -plugin "$PLUGIN" detector train "$DD/data.data" "$cfg" "$@" > "$out.log" 2> "$out.err") \
+    || { echo "detector train failed:"; tail -n 20 "$out.log" "$out.err"; return 1; }
+  cp "$DD/backup/${base}_final.weights" "$out"
+}
+
 if [ "$np" = refusals ]; then
   np=2
   c=$WORK/root.cfg
@@ -152,14 +163,7 @@ if [ "$np" = darknet ]; then
     yolov3-tiny|yolov3)
       DD=$WORK/det
       "$S/tools/make-detdata" "$DD" --images 16 >/dev/null
-      run() {
-        local base; base=$(basename "$3" .cfg)
-        (cd "$DD" && rm -f backup/"$base"_final.weights &&
-         "${MPIRUN[@]}" -np "$2" "$DN" -plugin "$PLUGIN" detector train "$DD/data.data" "$3" -seed 5 \
-           -fsdp-stats "$1.json" > "$1.log" 2> "$1.err") \
-          || { echo "detector train failed:"; tail -n 20 "$1.log" "$1.err"; return 1; }
-        cp "$DD/backup/${base}_final.weights" "$1"
-      }
+      run() { det "$1" "$2" "$3" -seed 5 -fsdp-stats "$1.json"; }
       if [ "$which" = yolov3 ]; then
         # Darknet's cfg as it comes (80 classes, 3 heads), its training keys
         # cut to two steps of 2 images at 96x96.
@@ -193,16 +197,9 @@ if [ "$np" = detector ]; then
   np=2
   DD=$WORK/det
   "$S/tools/make-detdata" "$DD" --images 24 >/dev/null
-  det() { # det OUT CFG
-    local base; base=$(basename "$2" .cfg)
-    (cd "$DD" && rm -f backup/"$base"_final.weights &&
-     "${MPIRUN[@]}" -np "$np" "$DN" -plugin "$PLUGIN" detector train "$DD/data.data" "$2" -seed 5 > "$1.log" 2> "$1.err") \
-      || { echo "detector train failed:"; tail -n 20 "$1.log" "$1.err"; return 1; }
-    cp "$DD/backup/${base}_final.weights" "$1"
-  }
   sed -e 's/^\[net\]$/[net]\nshard_auto_group=2000/' -e 's/^random=0/random=1/' "$S/cfg/tests/yolov3-tiny.cfg" > "$WORK/y.cfg"
   sed 's/^\[net\]$/[net]\nrecompute=1/' "$WORK/y.cfg" > "$WORK/yrc.cfg"
-  if det "$WORK/y.w" "$WORK/y.cfg" && det "$WORK/yrc.w" "$WORK/yrc.cfg"; then
+  if det "$WORK/y.w" "$np" "$WORK/y.cfg" -seed 5 && det "$WORK/yrc.w" "$np" "$WORK/yrc.cfg" -seed 5; then
     check "yolov3-tiny, random=1, $np ranks: byte-identical with [net] recompute=1" cmp "$WORK/y.w" "$WORK/yrc.w"
     check "rank 0 says which groups recompute" grep -qE "fsdp: [1-9][0-9]* of [0-9]+ groups recompute their activations" "$WORK/yrc.w.err"
     check "the network was resized" grep -q "Resizing" "$WORK/yrc.w.log"
