@@ -13,6 +13,7 @@
  * Run under mpirun on 1 to 4 ranks.  A mismatch prints the collective, size
  * and first bad index and the run goes on (every rank still issues the same
  * collectives); the exit status is non-zero if any rank saw one. */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "fsdp_backend.h"
+#include "fsdp_hosts.h"
 #include "fsdp_cuda_backends.h"
 #ifdef FSDP_TEST_DEVICE
 #include <cuda_runtime.h>
@@ -34,6 +36,9 @@ typedef struct {
     int async;      /* all-gather and reduce-scatter through *_start + wait */
     int checks;
     int failures;
+    int machines;          /* node memory's checks: how many machines, */
+    const int *host_of;    /* each rank's (fsdp_hosts numbering) */
+    const int *place;      /* and its place there, in rank order */
 } suite;
 
 static const size_t plain_sizes[] = { 0, 1, 7, 1000, ((size_t)1 << 20) + 3 };
@@ -579,26 +584,79 @@ static void check_tickets(suite *t)
 
 /* Node memory (shard_node_shared=1): a region every rank maps, the
  * others' writes seen after node_sync, in every rank's slot. */
+/* Node memory: each rank's slot of its machine (its place there), written
+ * by it and read back by every rank of the machine after a node_sync. */
 static void check_node(suite *t)
 {
     fsdp_coll *b = t->b;
-    int world = b->world, rank = b->rank;
+    fsdp_node_layout at = fsdp_coll_node_layout(b);
     size_t stride = ((size_t)1 << 20) + 5;
     float *slots = NULL;
     t->checks++;
-    if (fsdp_coll_node_alloc(b, stride * (size_t)world, &slots) != FSDP_OK || !slots) {
-        mismatch(t, "node_alloc", stride * (size_t)world, 0, 0, 1);
+    if (fsdp_coll_node_alloc(b, stride * (size_t)at.ranks, &slots) != FSDP_OK || !slots) {
+        mismatch(t, "node_alloc", stride * (size_t)at.ranks, 0, 0, 1);
         return;
     }
-    float *mine = slots + (size_t)rank * stride;
-    for (size_t j = 0; j < stride; j++) mine[j] = (float)rank + 0.5f;
+    float *mine = slots + (size_t)at.rank * stride;
+    for (size_t j = 0; j < stride; j++) mine[j] = (float)b->rank + 0.5f;
     must(t, fsdp_coll_node_sync(b), "node_sync", stride);
-    for (int q = 0; q < world; q++) {
+    /* Slot p holds the rank at place p of this machine. */
+    for (int q = 0; q < b->world; q++) {
+        if (t->host_of[q] != t->host_of[b->rank]) continue;
+        const float *theirs = slots + (size_t)t->place[q] * stride;
         float want = (float)q + 0.5f;
-        const float *theirs = slots + (size_t)q * stride;
         t->checks++;
         if (theirs[0] != want || theirs[stride - 1] != want) mismatch(t, "node_sync (a rank's writes)", stride, 0, theirs[0], want);
     }
+}
+
+static float peer_val(int from, int block, size_t j) { return (float)(1000 * from + 10 * block) + (float)(j % 7); }
+
+/* Several machines: the layout (equal machines, a rank's peers hold its
+ * place on each, in machine order) and the peer exchanges, chunked too. */
+static void check_peers(suite *t, size_t count, size_t shard)
+{
+    fsdp_coll *b = t->b;
+    fsdp_node_layout at = fsdp_coll_node_layout(b);
+    int m = at.machines, me = t->host_of[b->rank];
+    t->checks++;
+    if (m != t->machines || at.ranks * m != b->world || at.peers[me] != b->rank) {
+        fprintf(stderr, "FAIL %s layout rank %d: %d machines of %d, peer on its own %d\n", t->label, b->rank, m,
+                at.ranks, at.peers[me]);
+        t->failures++;
+        return;
+    }
+    for (int k = 0; k < m; k++) {
+        t->checks++;
+        if (t->host_of[at.peers[k]] != k || t->place[at.peers[k]] != at.rank) {
+            fprintf(stderr, "FAIL %s rank %d: peer %d is rank %d, on machine %d at place %d\n", t->label, b->rank,
+                    k, at.peers[k], t->host_of[at.peers[k]], t->place[at.peers[k]]);
+            t->failures++;
+        }
+    }
+    float *send = alloc((size_t)m * count, sizeof(float)), *recv = alloc((size_t)m * count, sizeof(float));
+    float *want = alloc((size_t)m * count, sizeof(float));
+    for (int k = 0; k < m; k++)
+        for (size_t j = 0; j < count; j++) {
+            send[(size_t)k * count + j] = peer_val(b->rank, k, j);
+            recv[(size_t)k * count + j] = NAN;
+            want[(size_t)k * count + j] = peer_val(at.peers[k], me, j);
+        }
+    must(t, fsdp_coll_peer_all_to_all(b, send, recv, count), "peer_all_to_all", count);
+    expect_floats(t, "peer_all_to_all", count, recv, want, (size_t)m * count);
+    /* In node memory: every rank's part lands on every machine. */
+    float *full = NULL;
+    must(t, fsdp_coll_node_alloc(b, shard * (size_t)b->world, &full), "node_alloc", shard);
+    for (size_t j = 0; j < shard; j++) full[(size_t)b->rank * shard + j] = val(b->rank, j);
+    must(t, fsdp_coll_peer_all_gather(b, full, shard), "peer_all_gather", shard);
+    must(t, fsdp_coll_node_sync(b), "node_sync", shard);
+    float *all = alloc(shard * (size_t)b->world, sizeof(float));
+    for (size_t j = 0; j < shard * (size_t)b->world; j++) all[j] = val((int)(j / shard), j % shard);
+    expect_floats(t, "peer_all_gather", shard, full, all, shard * (size_t)b->world);
+    free(send);
+    free(recv);
+    free(want);
+    free(all);
 }
 
 static int run_suite(fsdp_ctl *h, fsdp_coll *b, const char *label, int async, const size_t *sizes,
@@ -651,6 +709,26 @@ static int report(int failures, int world)
 }
 
 #ifndef FSDP_TEST_DEVICE
+/* Node memory's checks where the backend offers it: per machine, and on
+ * several machines the exchanges between peers. */
+static int run_node_suite(fsdp_ctl *h, fsdp_coll *b, int machines, const int *host_of, const int *place)
+{
+    suite t = { .h = h, .b = b, .machines = machines, .host_of = host_of, .place = place };
+    snprintf(t.label, sizeof t.label, "mpi node memory");
+    check_node(&t);
+    if (machines > 1) {
+        check_peers(&t, 3000, 2500);
+        fsdp_backend_mpi_set_chunk_limit(b, 1000);
+        snprintf(t.label, sizeof t.label, "mpi peers chunk<=1000");
+        check_peers(&t, 3000, 2500);
+        fsdp_backend_mpi_set_chunk_limit(b, INT_MAX);
+    }
+    if (b->rank == 0)
+        printf("%-22s world=%d, %d machines: node_alloc, node_sync%s; %d checks\n", t.label, b->world, machines,
+               machines > 1 ? ", peer_all_to_all, peer_all_gather" : "", t.checks);
+    return t.failures;
+}
+
 static int run_mpi_suites(int *checked_world)
 {
     fsdp_ctl *h = NULL;
@@ -659,28 +737,38 @@ static int run_mpi_suites(int *checked_world)
         MPI_Abort(MPI_COMM_WORLD, 2);
     int failures = CHECK_IDENTITY(b, "mpi") + CHECK_IDENTITY(h, "mpi");
     *checked_world = b->world;
-    /* CTest runs every rank on this machine: the shared-memory path unless
-     * FSDP_SHM=0 asks for MPI's own collectives. */
+    /* Machines as host control tells them (tests/test_machines.sh runs this
+     * on two): the shared-memory path where every rank shares one, unless
+     * FSDP_SHM=0 asks for MPI's own collectives; node memory there, and on
+     * several machines running as many ranks each. */
+    int world = b->world, *leader = alloc((size_t)world, sizeof(int)), *host_of = alloc((size_t)world, sizeof(int));
+    int *place = alloc((size_t)world, sizeof(int)), *size = alloc((size_t)world, sizeof(int));
+    if (fsdp_ctl_host_leaders(h, leader) != FSDP_OK)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    int machines = fsdp_hosts_number(world, leader, host_of), equal = 1;
+    memset(size, 0, (size_t)world * sizeof(int));
+    for (int q = 0; q < world; q++) place[q] = size[host_of[q]]++;
+    for (int k = 1; k < machines; k++) equal &= size[k] == size[0];
     const char *shm = getenv("FSDP_SHM");
-    int want_shm = b->world > 1 && !(shm && !strcmp(shm, "0"));
-    if (fsdp_backend_mpi_shared_memory(b) != want_shm) {
+    int want_shm = world > 1 && !(shm && !strcmp(shm, "0"));
+    int want_path = want_shm && machines == 1, want_node = want_shm && equal;
+    if (fsdp_backend_mpi_shared_memory(b) != want_path) {
         fprintf(stderr, "FAIL mpi: shared-memory path %s, expected %s\n",
-                fsdp_backend_mpi_shared_memory(b) ? "on" : "off", want_shm ? "on" : "off");
+                fsdp_backend_mpi_shared_memory(b) ? "on" : "off", want_path ? "on" : "off");
         failures++;
     }
     failures += run_suite(h, b, "mpi", 0, plain_sizes, COUNT(plain_sizes));
-    if (fsdp_coll_maps_node(b) != want_shm) {
+    if (fsdp_coll_maps_node(b) != want_node) {
         fprintf(stderr, "FAIL mpi: node memory %s, expected %s\n", fsdp_coll_maps_node(b) ? "offered" : "not offered",
-                want_shm ? "offered" : "not");
+                want_node ? "offered" : "not");
         failures++;
-    } else if (fsdp_coll_maps_node(b)) {
-        suite t = { .b = b };
-        snprintf(t.label, sizeof t.label, "mpi node memory");
-        check_node(&t);
-        if (b->rank == 0) printf("%-22s world=%d node_alloc, node_sync; %d checks\n",
-                                 t.label, b->world, t.checks);
-        failures += t.failures;
+    } else if (want_node) {
+        failures += run_node_suite(h, b, machines, host_of, place);
     }
+    free(leader);
+    free(host_of);
+    free(place);
+    free(size);
     failures += run_suite(h, b, "mpi started", 1, plain_sizes, COUNT(plain_sizes));
     fsdp_backend_mpi_set_chunk_limit(b, 1000);
     failures += run_suite(h, b, "mpi chunk<=1000", 0, chunk_sizes, COUNT(chunk_sizes));

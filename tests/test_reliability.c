@@ -240,8 +240,10 @@ Test(hosts, bytes_to_other_hosts)
     fsdp_hosts two = { 4, 2, round_robin }, one = { 4, 1, one_host };
     for (int r = 0; r < 4; ++r) {
         cr_assert_eq(fsdp_hosts_others(&two, r), 2);
-        cr_assert_eq(fsdp_hosts_bytes_out(&two, r, 1600, 10), 1600 / 4 * 2 + 10 * 2);
-        cr_assert_eq(fsdp_hosts_bytes_out(&one, r, 1600, 10), 0);
+        cr_assert_eq(fsdp_hosts_bytes_out(&two, r, 1600, 0, 10), 1600 / 4 * 2 + 10 * 2);
+        /* Node memory on both machines: parts go to the one peer there. */
+        cr_assert_eq(fsdp_hosts_bytes_out(&two, r, 1600, 800, 10), 1600 / 4 * 2 + 800 / 4 * 1 + 10 * 2);
+        cr_assert_eq(fsdp_hosts_bytes_out(&one, r, 1600, 800, 10), 0);
     }
 }
 

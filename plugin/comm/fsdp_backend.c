@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "fsdp_backend.h"
 
 fsdp_status fsdp_backend_check_layout(const fsdp_coll *c, const float *shard,
@@ -107,6 +108,32 @@ fsdp_status fsdp_coll_node_alloc(fsdp_coll *c, size_t count, float **out)
 fsdp_status fsdp_coll_node_sync(fsdp_coll *c)
 {
     return fsdp_coll_maps_node(c) ? c->iface.node_sync(c) : no_node(c);
+}
+
+fsdp_node_layout fsdp_coll_node_layout(const fsdp_coll *c)
+{
+    if (c->node.machines > 1) return c->node;
+    return (fsdp_node_layout){ .machines = 1, .ranks = c->world, .rank = c->rank, .peers = NULL };
+}
+
+static fsdp_status no_peers(const fsdp_coll *c)
+{
+    return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s backend: no exchange between machines' node memory", c->name);
+}
+
+fsdp_status fsdp_coll_peer_all_to_all(fsdp_coll *c, const float *send, float *recv, size_t count)
+{
+    if (c->node.machines > 1)
+        return c->iface.peer_all_to_all ? c->iface.peer_all_to_all(c, send, recv, count) : no_peers(c);
+    if (send != recv) memmove(recv, send, count * sizeof(float));
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_coll_peer_all_gather(fsdp_coll *c, float *full, size_t shard)
+{
+    if (c->node.machines > 1)
+        return c->iface.peer_all_gather ? c->iface.peer_all_gather(c, full, shard) : no_peers(c);
+    return FSDP_OK;
 }
 
 /* ---- host control of a lone rank: self and null ---------------------------- */

@@ -8,7 +8,8 @@
  *   fsdp_coll  buffer collectives on float buffers in one kind of memory
  *              (host or device): all-gather, reduce-scatter, all-reduce;
  *              optionally started now and waited for later, and optionally
- *              memory every rank of a node maps.  Implemented by MPI (host),
+ *              memory every rank of a node maps (with, across machines, the
+ *              exchanges between each rank and its peers there).  Implemented by MPI (host),
  *              NCCL and MPI staged through host memory (device), self, null.
  *
  * Host control always runs on the host over MPI whatever moves the
@@ -43,6 +44,18 @@ typedef enum { FSDP_MEM_HOST = 0, FSDP_MEM_DEVICE = 1 } fsdp_mem;
 
 typedef struct fsdp_ctl fsdp_ctl;
 typedef struct fsdp_coll fsdp_coll;
+
+/* Where a backend offers node memory: the machines' shape.  Every machine
+ * runs `ranks` ranks; a rank's `peers` are the ranks holding its place on
+ * each machine (its own among them), in machine order (machines numbered
+ * by their lowest rank).  One machine: machines 1, ranks = world, rank =
+ * the rank, and no peers array (there is nothing to exchange). */
+typedef struct fsdp_node_layout {
+    int machines;
+    int ranks;          /* per machine */
+    int rank;           /* this rank's place on its machine, in rank order */
+    const int *peers;   /* machines > 1: `machines` world ranks, owned by the backend */
+} fsdp_node_layout;
 
 /* ---- host control --------------------------------------------------------- */
 
@@ -131,6 +144,14 @@ typedef struct fsdp_coll_i {
      * (a barrier). */
     fsdp_status (*node_alloc)(fsdp_coll *c, size_t count, float **out);
     fsdp_status (*node_sync)(fsdp_coll *c);
+    /* Optional, both or neither, with node memory on several machines
+     * (`node.machines` > 1), collective over this rank's peers:
+     * peer_all_to_all: block k of send (count floats at k * count) goes to
+     * peer k, and recv's block k comes from peer k (its own block copied);
+     * peer_all_gather, in place: every peer q's part, full[q * shard ..
+     * (q + 1) * shard) with q its world rank, lands there on every peer. */
+    fsdp_status (*peer_all_to_all)(fsdp_coll *c, const float *send, float *recv, size_t count);
+    fsdp_status (*peer_all_gather)(fsdp_coll *c, float *full, size_t shard);
 } fsdp_coll_i;
 
 struct fsdp_coll {
@@ -143,6 +164,7 @@ struct fsdp_coll {
      * copies run on the calling thread): starting early overlaps nothing
      * and only holds buffers longer, so the engine calls the blocking ones. */
     int starts_block;
+    fsdp_node_layout node;   /* where it maps node memory; zero elsewhere */
     void *ctx;
 };
 
@@ -181,6 +203,13 @@ fsdp_status fsdp_coll_wait(fsdp_coll *c, int ticket);
 
 /* Whether it offers node memory. */
 int fsdp_coll_maps_node(const fsdp_coll *c);
+/* Where it does: the machines' shape (one machine unless it says more). */
+fsdp_node_layout fsdp_coll_node_layout(const fsdp_coll *c);
+/* The backend's peer exchanges; one machine: the all-to-all copies its
+ * block and the all-gather moves nothing; refused, said so, where the
+ * ranks span machines and it offers none. */
+fsdp_status fsdp_coll_peer_all_to_all(fsdp_coll *c, const float *send, float *recv, size_t count);
+fsdp_status fsdp_coll_peer_all_gather(fsdp_coll *c, float *full, size_t shard);
 /* The backend's node_alloc and node_sync; FSDP_ERR_UNSUPPORTED, said so,
  * where it offers none. */
 fsdp_status fsdp_coll_node_alloc(fsdp_coll *c, size_t count, float **out);

@@ -14,13 +14,17 @@
  *
  * When every rank shares the node, all-gather, reduce-scatter and float
  * all-reduce go through shared memory instead (fsdp_shm.h), and complete
- * before they return, started or not.
+ * before they return, started or not.  On several machines of equal ranks
+ * it offers node memory on each, and the exchanges between a rank and its
+ * peers (the ranks holding its place on the other machines) on a
+ * communicator of their own, point to point.
  */
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_backend.h"
+#include "fsdp_hosts.h"
 #include "fsdp_mpi.h"
 #include "fsdp_shm.h"
 
@@ -29,7 +33,13 @@ typedef struct {
     size_t limit; /* most elements one MPI call carries */
     MPI_Request req[FSDP_TICKETS];   /* started collectives, by ticket slot */
     fsdp_tickets tickets;
-    fsdp_shm *shm;        /* NULL: ranks on several nodes, FSDP_SHM=0, or no buffer collectives */
+    fsdp_shm *shm;        /* NULL: FSDP_SHM=0, unequal machines, or no buffer collectives */
+    fsdp_node_layout node;  /* node memory on several machines: their shape; else zero */
+    MPI_Comm peers;       /* ... this rank and its peers, ranked by machine */
+    int *peer_ranks;      /* ... their world ranks (node.peers) */
+    const float **to;     /* ... scratch of an exchange: per peer, what goes */
+    float **from;         /* ... and where what comes lands */
+    MPI_Request *preq;    /* ... 2 per peer */
     int users;            /* holds on it: its control and its collectives, each until freed */
 } mpib_ctx;
 
@@ -101,7 +111,7 @@ static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full
     if (n == 0)
         return FSDP_OK;
     mpib_ctx *c = b->ctx;
-    if (c->shm)
+    if (fsdp_shm_spans_all(c->shm))
         return fsdp_shm_all_gather(c->shm, shard, full, n);
     if (n > mpib_limit(b))
         return run_staged(b, gather_chunk, shard, full, n);
@@ -126,7 +136,7 @@ static fsdp_status mpib_reduce_scatter(fsdp_coll *b, const float *full, float *s
     if (n == 0)
         return FSDP_OK;
     mpib_ctx *c = b->ctx;
-    if (c->shm)
+    if (fsdp_shm_spans_all(c->shm))
         return fsdp_shm_reduce_scatter(c->shm, full, shard, n);
     if (!in_place)
         return reduce_scatter_apart(b, full, shard, n);
@@ -157,7 +167,7 @@ static fsdp_status reduce_in_place(const mpib_ctx *c, void *buf, size_t count,
 static fsdp_status mpib_all_reduce(fsdp_coll *b, float *buf, size_t count)
 {
     const mpib_ctx *c = b->ctx;
-    if (c->shm)
+    if (fsdp_shm_spans_all(c->shm))
         return fsdp_shm_all_reduce(c->shm, buf, count);
     return reduce_in_place(c, buf, count, MPI_FLOAT, sizeof(float), MPI_SUM);
 }
@@ -208,16 +218,21 @@ static fsdp_status mpib_barrier(fsdp_ctl *h)
 
 /* Machines as MPI sees them: the ranks that can share memory
  * (MPI_COMM_TYPE_SHARED), each named by its lowest rank. */
-static fsdp_status mpib_host_leaders(fsdp_ctl *h, int *leaders)
+static fsdp_status leaders_of(MPI_Comm comm, int rank, int *leaders)
 {
-    MPI_Comm comm = ctl_comm(h), node;
-    int leader = h->rank;
-    mpiCheck(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, h->rank, MPI_INFO_NULL, &node));
+    MPI_Comm node;
+    int leader = rank;
+    mpiCheck(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     int err = MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
     MPI_Comm_free(&node);
     if (err != MPI_SUCCESS) return fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
     mpiCheck(MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, comm));
     return FSDP_OK;
+}
+
+static fsdp_status mpib_host_leaders(fsdp_ctl *h, int *leaders)
+{
+    return leaders_of(ctl_comm(h), h->rank, leaders);
 }
 
 /* ---- started collectives: MPI's non-blocking ones, waited for later ---- */
@@ -242,7 +257,7 @@ static fsdp_status mpib_all_gather_start(fsdp_coll *b, const float *shard, float
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     FSDP_TRY(mpib_ticket(b, &req, ticket));
-    if (n == 0 || in_place || n > mpib_limit(b) || ((mpib_ctx *)b->ctx)->shm)
+    if (n == 0 || in_place || n > mpib_limit(b) || b->starts_block)
         return mpib_all_gather(b, shard, full, n);
     mpiCheck(MPI_Iallgather(shard, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, mpib_comm(b), req));
     return FSDP_OK;
@@ -256,7 +271,7 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_coll *b, const float *full, fl
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
     FSDP_TRY(mpib_ticket(b, &req, ticket));
-    if (n == 0 || in_place || n > mpib_limit(b) || ((mpib_ctx *)b->ctx)->shm)
+    if (n == 0 || in_place || n > mpib_limit(b) || b->starts_block)
         return mpib_reduce_scatter(b, full, shard, n);
     mpiCheck(MPI_Ireduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b), req));
     return FSDP_OK;
@@ -282,6 +297,79 @@ static fsdp_status mpib_node_sync(fsdp_coll *b)
     return fsdp_shm_sync(((mpib_ctx *)b->ctx)->shm);
 }
 
+/* ---- between machines: a rank and its peers ------------------------------ */
+
+/* count floats from to[k] to peer k and from peer k into from[k], for
+ * every peer but this rank, in chunks of at most `limit`. */
+static fsdp_status peer_exchange(mpib_ctx *c, size_t count)
+{
+    int me = 0, m = c->node.machines;
+    mpiCheck(MPI_Comm_rank(c->peers, &me));
+    for (size_t off = 0; off < count; off += c->limit) {
+        int k = (int)min_size(c->limit, count - off), n = 0;
+        for (int q = 0; q < m; ++q) {
+            if (q == me) continue;
+            mpiCheck(MPI_Irecv(c->from[q] + off, k, MPI_FLOAT, q, 0, c->peers, &c->preq[n++]));
+            mpiCheck(MPI_Isend(c->to[q] + off, k, MPI_FLOAT, q, 0, c->peers, &c->preq[n++]));
+        }
+        mpiCheck(MPI_Waitall(n, c->preq, MPI_STATUSES_IGNORE));
+    }
+    return FSDP_OK;
+}
+
+static fsdp_status mpib_peer_all_to_all(fsdp_coll *b, const float *send, float *recv, size_t count)
+{
+    mpib_ctx *c = b->ctx;
+    for (int q = 0; q < c->node.machines; ++q) {
+        c->to[q] = send + (size_t)q * count;
+        c->from[q] = recv + (size_t)q * count;
+        if (c->node.peers[q] == b->rank && send != recv) memcpy(c->from[q], c->to[q], count * sizeof(float));
+    }
+    return peer_exchange(c, count);
+}
+
+static fsdp_status mpib_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
+{
+    mpib_ctx *c = b->ctx;
+    for (int q = 0; q < c->node.machines; ++q) {
+        c->to[q] = full + (size_t)b->rank * shard;
+        c->from[q] = full + (size_t)c->node.peers[q] * shard;
+    }
+    return peer_exchange(c, shard);
+}
+
+/* Several machines of equal ranks with node memory: the layout, and this
+ * rank's communicator with its peers. */
+static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
+{
+    int place, ranks;
+    fsdp_shm_place(c->shm, &place, &ranks);
+    int machines = world / ranks;
+    int *leaders = malloc((size_t)world * sizeof *leaders), *host_of = malloc((size_t)world * sizeof *host_of);
+    int *seen = calloc((size_t)machines, sizeof *seen);
+    c->peer_ranks = malloc((size_t)machines * sizeof *c->peer_ranks);
+    c->to = malloc((size_t)machines * sizeof *c->to);
+    c->from = malloc((size_t)machines * sizeof *c->from);
+    c->preq = malloc(2 * (size_t)machines * sizeof *c->preq);
+    fsdp_status s = leaders && host_of && seen && c->peer_ranks && c->to && c->from && c->preq
+                    ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory");
+    if (s == FSDP_OK) s = leaders_of(c->comm, rank, leaders);
+    if (s == FSDP_OK && fsdp_hosts_number(world, leaders, host_of) != machines)
+        s = fsdp_fail(FSDP_ERR_COMM, "mpi backend: machines counted two ways disagree");
+    for (int q = 0; q < world && s == FSDP_OK; ++q)
+        if (seen[host_of[q]]++ == place) c->peer_ranks[host_of[q]] = q;
+    if (s == FSDP_OK) {
+        int err = MPI_Comm_split(c->comm, place, host_of[rank], &c->peers);
+        if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_split");
+    }
+    if (s == FSDP_OK)
+        c->node = (fsdp_node_layout){ .machines = machines, .ranks = ranks, .rank = place, .peers = c->peer_ranks };
+    free(leaders);
+    free(host_of);
+    free(seen);
+    return s;
+}
+
 /* Drops one hold; the last frees the communicator and the windows
  * (collective: every rank frees in the same order). */
 static void mpib_release(mpib_ctx *c)
@@ -291,8 +379,14 @@ static void mpib_release(mpib_ctx *c)
     int finalized = 1;
     MPI_Finalized(&finalized);
     fsdp_shm_close(c->shm);
+    if (c->peers != MPI_COMM_NULL && !finalized)
+        MPI_Comm_free(&c->peers);
     if (c->comm != MPI_COMM_NULL && !finalized)
         MPI_Comm_free(&c->comm);
+    free(c->peer_ranks);
+    free(c->to);
+    free(c->from);
+    free(c->preq);
     free(c);
 }
 
@@ -337,6 +431,8 @@ static fsdp_status mpib_open(mpib_ctx *c, int shm, int *rank, int *world)
     mpiCheck(MPI_Comm_size(c->comm, world));
     if (shm)
         FSDP_TRY(fsdp_shm_open(c->comm, &c->shm));
+    if (c->shm && !fsdp_shm_spans_all(c->shm))
+        FSDP_TRY(open_peers(c, *rank, *world));
     return FSDP_OK;
 }
 
@@ -362,7 +458,7 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     }
     /* The creator's hold, dropped at the end: the context goes with it
      * where nothing was made. */
-    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .limit = INT_MAX, .users = 1 };
+    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .peers = MPI_COMM_NULL, .limit = INT_MAX, .users = 1 };
     for (int i = 0; i < FSDP_TICKETS; ++i)
         c->req[i] = MPI_REQUEST_NULL;
     int rank = 0, world = 0;
@@ -376,10 +472,15 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     }
     if (s == FSDP_OK && b) {
         *b = (fsdp_coll){ .iface = mpib_coll, .name = "mpi", .rank = rank, .world = world,
-                          .mem = FSDP_MEM_HOST, .starts_block = c->shm != NULL, .ctx = c };
+                          .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm),
+                          .node = c->node, .ctx = c };
         if (c->shm) {
             b->iface.node_alloc = mpib_node_alloc;
             b->iface.node_sync = mpib_node_sync;
+        }
+        if (c->node.machines > 1) {
+            b->iface.peer_all_to_all = mpib_peer_all_to_all;
+            b->iface.peer_all_gather = mpib_peer_all_gather;
         }
         c->users++;
         *coll = b;
@@ -400,5 +501,5 @@ void fsdp_backend_mpi_set_chunk_limit(fsdp_coll *b, size_t floats)
 
 int fsdp_backend_mpi_shared_memory(const fsdp_coll *b)
 {
-    return b && b->iface.free == mpib_coll_free && ((const mpib_ctx *)b->ctx)->shm != NULL;
+    return b && b->iface.free == mpib_coll_free && fsdp_shm_spans_all(((const mpib_ctx *)b->ctx)->shm);
 }

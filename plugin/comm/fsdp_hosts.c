@@ -8,13 +8,11 @@
 #define KEEPALIVE_INTVL_S 20
 #define KEEPALIVE_PROBES 9
 
-/* leader[r]: the lowest rank on rank r's machine; machines numbered in
- * order of their leaders. */
-static void number_hosts(fsdp_hosts *h, const int *leader)
+int fsdp_hosts_number(int world, const int *leader, int *host_of)
 {
-    h->nhosts = 0;
-    for (int r = 0; r < h->world; ++r)
-        h->host_of[r] = leader[r] == r ? h->nhosts++ : h->host_of[leader[r]];
+    int n = 0;
+    for (int r = 0; r < world; ++r) host_of[r] = leader[r] == r ? n++ : host_of[leader[r]];
+    return n;
 }
 
 fsdp_status fsdp_hosts_find(fsdp_ctl *ctl, fsdp_hosts *h)
@@ -26,7 +24,7 @@ fsdp_status fsdp_hosts_find(fsdp_ctl *ctl, fsdp_hosts *h)
     fsdp_status s = leaders && h->host_of ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     s = fsdp_ctl_all_ok(ctl, s, FSDP_ERR_NOMEM, "ran out of memory");
     if (s == FSDP_OK) s = fsdp_ctl_host_leaders(ctl, leaders);
-    if (s == FSDP_OK) number_hosts(h, leaders);
+    if (s == FSDP_OK) h->nhosts = fsdp_hosts_number(h->world, leaders, h->host_of);
     free(leaders);
     if (s != FSDP_OK) fsdp_hosts_free(h);
     return s;
@@ -52,10 +50,10 @@ int fsdp_hosts_local_rank(const fsdp_hosts *h, int r)
     return n;
 }
 
-uint64_t fsdp_hosts_bytes_out(const fsdp_hosts *h, int r, uint64_t gather_scatter, uint64_t reduced)
+uint64_t fsdp_hosts_bytes_out(const fsdp_hosts *h, int r, uint64_t spread, uint64_t peers, uint64_t reduced)
 {
-    uint64_t others = (uint64_t)fsdp_hosts_others(h, r);
-    return gather_scatter / (uint64_t)h->world * others + reduced * others;
+    uint64_t others = (uint64_t)fsdp_hosts_others(h, r), w = (uint64_t)h->world;
+    return spread / w * others + peers / w * (uint64_t)(h->nhosts - 1) + reduced * others;
 }
 
 /* An OMPI_MCA_ value in the ranks' environment (mpirun --mca NAME VALUE

@@ -16,9 +16,10 @@
 #include "fsdp_sum.h"
 
 struct fsdp_shm {
-    MPI_Comm node;     /* every rank of the backend's communicator, same order */
-    MPI_Win win;
-    int rank, world;
+    MPI_Comm node;     /* this machine's ranks of the communicator, in its order */
+    MPI_Win win;       /* the collectives' segments (one float each where they do not apply) */
+    int rank, world;   /* in `node` */
+    int spans_all;     /* `node` is the whole communicator: the collectives apply */
     float **seg;       /* each rank's segment, mapped in this process */
     const float **rows; /* world terms of a sum, in rank order (scratch) */
     int half;          /* the half the next round writes */
@@ -56,11 +57,14 @@ void fsdp_shm_close(fsdp_shm *s)
     free(s);
 }
 
+/* The collectives' segments where they apply; elsewhere one float each,
+ * which shows the window can be made before node memory needs one. */
 static fsdp_status map_segments(fsdp_shm *s)
 {
     float *base = NULL;
+    size_t floats = s->spans_all ? 2 * half_floats(s) : 1;
     mpiCheck(MPI_Comm_set_errhandler(s->node, MPI_ERRORS_RETURN));
-    mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(2 * half_floats(s) * sizeof(float)), sizeof(float),
+    mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(floats * sizeof(float)), sizeof(float),
                                      MPI_INFO_NULL, s->node, &base, &s->win));
     for (int q = 0; q < s->world; ++q) {
         MPI_Aint size;
@@ -73,12 +77,26 @@ static fsdp_status map_segments(fsdp_shm *s)
     return FSDP_OK;
 }
 
+/* This rank's node (MPI_COMM_TYPE_SHARED) and its place there; *sizes =
+ * the smallest node's size and minus the largest's, agreed over comm. */
+static fsdp_status split_node(MPI_Comm comm, fsdp_shm *s, int *sizes)
+{
+    int rank;
+    mpiCheck(MPI_Comm_rank(comm, &rank));
+    mpiCheck(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &s->node));
+    mpiCheck(MPI_Comm_rank(s->node, &s->rank));
+    mpiCheck(MPI_Comm_size(s->node, &s->world));
+    sizes[0] = s->world;
+    sizes[1] = -s->world;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, comm));
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
 {
     *out = NULL;
     const char *env = getenv("FSDP_SHM");
-    int rank, world, node_size, all_here;
-    mpiCheck(MPI_Comm_rank(comm, &rank));
+    int world, sizes[2] = { 0, 0 };
     mpiCheck(MPI_Comm_size(comm, &world));
     /* Every rank decides alike (the environment may differ between them). */
     int want = world > 1 && !(env && !strcmp(env, "0"));
@@ -88,35 +106,44 @@ fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
     if (!s) return fsdp_fail(FSDP_ERR_NOMEM, "shared-memory collectives: out of memory");
     s->node = MPI_COMM_NULL;
     s->win = MPI_WIN_NULL;
-    s->rank = rank;
-    s->world = world;
-    fsdp_status st = FSDP_OK;
-    int err = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &s->node);
-    if (err != MPI_SUCCESS) st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_split_type");
-    if (st == FSDP_OK && (err = MPI_Comm_size(s->node, &node_size)) != MPI_SUCCESS)
-        st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_size");
-    all_here = st == FSDP_OK && node_size == world;
-    if (st == FSDP_OK && (err = MPI_Allreduce(MPI_IN_PLACE, &all_here, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
-        st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
-    if (st == FSDP_OK && all_here) {
+    fsdp_status st = split_node(comm, s, sizes);
+    /* Machines of different sizes have no one layout of node memory
+     * (shard_node_shared=1 pairs each rank with one of every machine). */
+    int usable = st == FSDP_OK && sizes[0] == -sizes[1];
+    s->spans_all = usable && sizes[0] == world;
+    if (usable) {
         /* A window this MPI cannot make (no shared-memory support, a full
          * /dev/shm) is no reason to stop: MPI's own collectives remain. */
-        s->seg = calloc((size_t)world, sizeof *s->seg);
-        s->rows = calloc((size_t)world, sizeof *s->rows);
-        int ok = s->seg && s->rows && map_segments(s) == FSDP_OK;
+        s->seg = calloc((size_t)s->world, sizeof *s->seg);
+        s->rows = calloc((size_t)s->world, sizeof *s->rows);
+        int ok = s->seg && s->rows && map_segments(s) == FSDP_OK, err;
         if ((err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS)
             st = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
         else if (!ok) {
-            if (rank == 0) fprintf(stderr, "fsdp: no shared-memory window: MPI's own collectives instead\n");
-            all_here = 0;
+            int rank;
+            MPI_Comm_rank(comm, &rank);
+            if (rank == 0) fprintf(stderr, "fsdp: no shared-memory window: MPI's own collectives instead, "
+                                           "and no node memory\n");
+            usable = 0;
         }
     }
-    if (st != FSDP_OK || !all_here) {
+    if (st != FSDP_OK || !usable) {
         fsdp_shm_close(s);
         return st;
     }
     *out = s;
     return FSDP_OK;
+}
+
+int fsdp_shm_spans_all(const fsdp_shm *s)
+{
+    return s && s->spans_all;
+}
+
+void fsdp_shm_place(const fsdp_shm *s, int *node_rank, int *node_ranks)
+{
+    *node_rank = s->rank;
+    *node_ranks = s->world;
 }
 
 /* Every rank's writes to its segment (and to the regions) are visible to

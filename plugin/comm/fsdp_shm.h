@@ -1,7 +1,9 @@
-/* fsdp_shm.h: all-gather, reduce-scatter and all-reduce between ranks on one node,
- * through a shared-memory window (MPI-3): each rank copies its input into
- * its own segment and then sums its part straight from every rank's
- * segment.  Open MPI's own reduce-scatter and large all-reduce fall to a
+/* fsdp_shm.h: memory the ranks of one machine share (MPI-3 shared windows):
+ * all-gather, reduce-scatter and all-reduce between ranks on one node, and
+ * node memory for shard_node_shared=1 on each machine of several.
+ *
+ * The collectives: each rank copies its input into its own segment and
+ * then sums its part straight from every rank's segment.  Open MPI's own reduce-scatter and large all-reduce fall to a
  * fraction of what the node's memory moves (temporary buffers allocated
  * per call, algorithms tuned for other sizes); this path makes one copy in,
  * one summing read and one write, in chunks that stay in cache.
@@ -24,9 +26,17 @@ typedef struct fsdp_shm fsdp_shm;
  * reduce-scatter of 2 * world parts per rank touches all of it. */
 #define FSDP_SHM_PART_FLOATS ((size_t)1 << 16)
 
-/* Collective over comm.  *out = NULL (and FSDP_OK) where the path does not
- * apply: ranks on several nodes, a world of one, or FSDP_SHM=0. */
+/* Collective over comm.  *out = NULL (and FSDP_OK) where nothing applies: a
+ * world of one, FSDP_SHM=0, machines running different numbers of comm's
+ * ranks, or no shared window to be had.  Where every rank shares the node
+ * it serves the collectives below (fsdp_shm_spans_all); on several
+ * machines of equal ranks, node memory alone. */
 fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out);
+/* Whether every rank of comm is on this node: the collectives apply. */
+int fsdp_shm_spans_all(const fsdp_shm *s);
+/* This rank's place among its machine's ranks (in comm's order) and their
+ * number. */
+void fsdp_shm_place(const fsdp_shm *s, int *node_rank, int *node_ranks);
 void fsdp_shm_close(fsdp_shm *s);
 
 /* full[r*n .. r*n + n) = rank r's shard, on every rank; shard may be this
@@ -40,13 +50,14 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count);
 
 /* Node-shared memory (shard_node_shared=1): `count` floats that every rank
- * of the node maps, at its own address; collective.  It lives until
+ * of the node maps, at its own address; collective over the node's ranks.  It lives until
  * fsdp_shm_close.  Refused (FSDP_ERR_NOMEM, on every rank) where /dev/shm
  * has no room for it. */
 #define FSDP_SHM_REGIONS 4
 fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out);
 /* Every rank's stores to its segment and the regions before it are
- * visible to every rank after it (a barrier). */
+ * visible to every rank of the node after it (a barrier of the node's
+ * ranks). */
 fsdp_status fsdp_shm_sync(fsdp_shm *s);
 
 #endif

@@ -181,6 +181,14 @@ static fsdp_status w_node_sync(fsdp_coll *b)
 {
     WATCHED("sync of node-shared parameters", NULL, fsdp_coll_node_sync(COLL(b)));
 }
+static fsdp_status w_peer_all_to_all(fsdp_coll *b, const float *send, float *recv, size_t n)
+{
+    WATCHED("exchange of gradient sums between machines", recv, fsdp_coll_peer_all_to_all(COLL(b), send, recv, n));
+}
+static fsdp_status w_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
+{
+    WATCHED("exchange of updated parameters between machines", full, fsdp_coll_peer_all_gather(COLL(b), full, shard));
+}
 /* Started collectives by ticket slot, so that a wait names what it waits for. */
 static struct { const char *what; const void *buf; } started[FSDP_TICKETS];
 
@@ -238,16 +246,19 @@ fsdp_status fsdp_watch_wrap(fsdp_ctl **ctl, fsdp_coll **coll)
         fsdp_coll *inner = *coll;
         /* The optional operations only where the inner one has them, so
          * that the questions asked of it (fsdp_backend.h) get its answers. */
-        int starts = inner->iface.all_gather_start != NULL, node = fsdp_coll_maps_node(inner);
+        int starts = inner->iface.all_gather_start != NULL, node = fsdp_coll_maps_node(inner),
+            peers = inner->iface.peer_all_to_all != NULL;
         *b = (fsdp_coll){
             .iface = { .all_gather = w_all_gather, .reduce_scatter = w_reduce_scatter,
                        .all_reduce = w_all_reduce, .free = w_coll_free,
                        .all_gather_start = starts ? w_all_gather_start : NULL,
                        .reduce_scatter_start = starts ? w_reduce_scatter_start : NULL,
                        .wait = starts ? w_wait : NULL,
-                       .node_alloc = node ? w_node_alloc : NULL, .node_sync = node ? w_node_sync : NULL },
+                       .node_alloc = node ? w_node_alloc : NULL, .node_sync = node ? w_node_sync : NULL,
+                       .peer_all_to_all = peers ? w_peer_all_to_all : NULL,
+                       .peer_all_gather = peers ? w_peer_all_gather : NULL },
             .name = inner->name, .rank = inner->rank, .world = inner->world, .mem = inner->mem,
-            .starts_block = inner->starts_block, .ctx = inner,
+            .starts_block = inner->starts_block, .node = inner->node, .ctx = inner,
         };
         *coll = b;
     }

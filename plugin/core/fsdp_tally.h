@@ -15,6 +15,7 @@ typedef struct fsdp_group_tally {
 typedef struct fsdp_tally {
     fsdp_group_tally *group;     /* one per group */
     uint64_t ag, rs, ar;         /* every group's, and grad_op's gathers after the update */
+    uint64_t peer;               /* of ag and rs: the buffers whose parts went to peers alone (hybrid) */
     uint64_t bcast;              /* set-up's broadcasts */
     uint64_t ckpt;               /* gathers for saving */
     size_t model_state_bytes;    /* this rank's parameters and optimizer state */

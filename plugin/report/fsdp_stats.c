@@ -57,7 +57,7 @@ static void write_hosts(FILE *f, const fsdp_stats_sources *src)
     fputs("], \"bytes_to_other_hosts\": [", f);
     for (int r = 0; r < world; ++r)
         fprintf(f, "%s%llu", r ? ", " : "", h->host_of ? (unsigned long long)fsdp_hosts_bytes_out(
-                    h, r, t->ag + t->rs, t->ar + src->bn->bytes) : 0ull);
+                    h, r, t->ag + t->rs - t->peer, t->peer, t->ar + src->bn->bytes) : 0ull);
     fputs("],\n", f);
 }
 
