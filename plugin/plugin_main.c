@@ -339,12 +339,18 @@ static void print_startup_notes(const fsdp_engine *e)
                 "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f\n",
                 m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
                 m->model_state / 1e6, node_note, m->step_buffers / 1e6);
-    /* The copying path on one machine, where the cfg never chose: the
-     * faster way is one key away (it stays opt-in for what RSS shows). */
-    if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e))
+    /* The copying path, where the cfg never chose: the faster way is one
+     * key away (it stays opt-in for what RSS shows). */
+    fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);
+    if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e) && at.machines == 1)
         fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
                 "here once and gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this "
                 "note out\n", e->be->world);
+    else if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e))
+        fprintf(stderr, "fsdp: the %d ranks run on %d machines of %d: shard_node_shared=1 would keep the "
+                "parameters once per machine and send between machines only the sums and updates of each "
+                "rank's part (fewer bytes; docs/machines.md); shard_node_shared=0 leaves this note out\n",
+                e->be->world, at.machines, at.ranks);
     fsdp_hosts_note_keepalive(&hosts, timeout_s);
 }
 

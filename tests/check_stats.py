@@ -19,7 +19,10 @@ padded buffers of N*ceil(T/N) and N*ceil(F/N) floats:
 shard_node_shared=1 (--node-shared 1) under full with N > 1: every buffer
 lives once in node memory, so gathers move nothing (all-gather 0 bytes, no
 backward gathers), and node_shared_bytes is the sum of the padded buffers
-plus N gradient slots of the largest trainable buffer; otherwise 0.
+plus L gradient slots of the largest trainable buffer, L the ranks per
+machine; otherwise 0.  On several machines (--hosts) each rank sends its
+updated part of T's buffer to its peers after each step: one all-gather
+of T's buffer per step, as grad_op's.
 Synchronized batch norm (any strategy): a group whose trainable batch-norm
 layers have CHANNELS channels in all (--bn; 0 when not given) all-reduces
 4 * CHANNELS floats per micro-batch (mean and variance in forward,
@@ -28,7 +31,9 @@ step, when the world is larger than one and sync_bn=1; else nothing.
 Machines (--hosts: each rank's machine, numbered from 0 in order of their
 lowest rank; default every rank on machine 0): rank r with R ranks on other
 machines sends them (all-gather + reduce-scatter bytes) / N * R plus
-(all-reduce + batch-norm all-reduce bytes) * R (bytes_to_other_hosts).
+(all-reduce + batch-norm all-reduce bytes) * R (bytes_to_other_hosts);
+with node memory on M > 1 machines the parts go to one peer per other
+machine: (all-gather + reduce-scatter bytes) / N * (M - 1) instead.
 Each group's plan_per_step (the plugin's step plan run over the group's
 sizes, fsdp_memplan.c) times the steps must equal its counts too: the
 plugin's theory and this one agree.
@@ -42,7 +47,7 @@ def ceil_div(a, b):
     return (a + b - 1) // b
 
 
-def expected(world, strategy, steps, sd, reshard, node, name, t, f, bwd, fbwd):
+def expected(world, strategy, steps, sd, reshard, node, hybrid, name, t, f, bwd, fbwd):
     tb = world * ceil_div(t, world) * 4 if t else 0
     fb = world * ceil_div(f, world) * 4 if f else 0
     root = name == "(root)"
@@ -58,7 +63,8 @@ def expected(world, strategy, steps, sd, reshard, node, name, t, f, bwd, fbwd):
                 gathers += sd
         rs = tb if bwd else 0
         if node and world > 1:
-            ag = gathers = 0
+            ag = tb if hybrid else 0
+            gathers = 0
     elif strategy == "grad_op":
         ag, rs = tb, (tb if bwd else 0)
     else:
@@ -126,12 +132,15 @@ def main():
             bad.append("group %s: stays_gathered = %s, theory %s" % (g["name"], g.get("stays_gathered"), stays))
     totals = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
     node = a.node_shared and a.strategy == "full" and a.world > 1
+    hosts = [int(h) for h in a.hosts.split(",")] if a.hosts else [0] * a.world
+    machines = len(set(hosts))
+    hybrid = node and machines > 1
     node_bytes = slot = 0
     for spec in a.groups:
         name, vals = spec.split("=")
         t, f, bwd, fbwd = (int(v) for v in vals.split(","))
         exp = expected(a.world, a.strategy, a.steps, a.subdivisions, 0 if name == kept else a.reshard,
-                       node, name, t, f, bwd, fbwd)
+                       node, hybrid, name, t, f, bwd, fbwd)
         if node:
             padded = [a.world * ceil_div(x, a.world) * 4 for x in (t, f)]
             node_bytes += sum(padded)
@@ -156,7 +165,7 @@ def main():
     for k, v in totals.items():
         if st["bytes"][k] != v:
             bad.append("total %s = %s, theory %s" % (k, st["bytes"][k], v))
-    node_bytes += a.world * slot
+    node_bytes += a.world // machines * slot
     if st.get("node_shared_bytes") != node_bytes:
         bad.append("node_shared_bytes = %s, theory %s" % (st.get("node_shared_bytes"), node_bytes))
     bn = {k: int(v) for k, v in (spec.split("=") for spec in a.bn)}
@@ -169,7 +178,6 @@ def main():
             bad.append("group %s: bn_all_reduce_bytes = %s, theory %s" % (g["name"], g.get("bn_all_reduce_bytes"), exp))
     if st["bytes"].get("bn_all_reduce") != bn_total:
         bad.append("total bn_all_reduce = %s, theory %s" % (st["bytes"].get("bn_all_reduce"), bn_total))
-    hosts = [int(h) for h in a.hosts.split(",")] if a.hosts else [0] * a.world
     if len(hosts) != a.world:
         bad.append("--hosts names %d ranks, the world is %d" % (len(hosts), a.world))
     if st.get("hosts") != len(set(hosts)) or st.get("host_of_rank") != hosts:
@@ -177,7 +185,8 @@ def main():
                                                                      len(set(hosts)), hosts))
     spread = totals["all_gather"] + totals["reduce_scatter"]
     whole = totals["all_reduce"] + bn_total
-    out = [(spread // a.world + whole) * sum(1 for q in hosts if q != h) for h in hosts]
+    out = [spread // a.world * (machines - 1 if hybrid else sum(1 for q in hosts if q != h))
+           + whole * sum(1 for q in hosts if q != h) for h in hosts]
     if st.get("bytes_to_other_hosts") != out:
         bad.append("bytes_to_other_hosts = %s, theory %s" % (st.get("bytes_to_other_hosts"), out))
     for b in bad:

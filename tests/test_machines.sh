@@ -20,6 +20,12 @@
 #               timeout is shorter than it, none where it is longer
 #   checkpoint  a checkpoint written on two machines resumed on one, and the
 #               reverse: bit for bit the run never interrupted
+#   hybrid      shard_node_shared=1 on both machines (hybrid sharding), 4
+#               ranks round-robin: equal to stock Darknet with the 4-times
+#               batch (subdivisions 1 and 2, a frozen nested trunk too); the
+#               bytes and bytes_to_other_hosts equal the theory, at most half
+#               of full's without it; checkpoints move between it and full on
+#               one machine; machines of unequal ranks turn it off, said so
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/twohosts.sh"
 part=$1
@@ -213,6 +219,108 @@ checkpoint)
     else train_2h "$WORK/resumed.w" 2 "$D/data.data" "$WORK/a/residual.cfg" -seed 3 -fsdp-resume "$WORK/ck/residual.weights"; fi
     check "3 steps on $from + resumed on $to for 3: the 6 steps in one go, bit for bit" \
       "$WDIFF" "$WORK/straight.w" "$WORK/resumed.w" --exact
+  done
+  ;;
+hybrid)
+  # The backend first: node memory on each machine, and the exchanges
+  # between peers, every float checked (tests/test_collectives.c); machines
+  # of 2 and 1 rank get no node memory.
+  for np in 4 3; do
+    if on_a "${TH_MPIRUN[@]}" -np $np --map-by node "$B/tests/test_collectives" > "$WORK/coll$np.log" 2>&1; then
+      pass "test_collectives on $np ranks over two machines: $(grep -c "checks" "$WORK/coll$np.log") suites passed"
+    else
+      fail "test_collectives on $np ranks over two machines: $(grep FAIL "$WORK/coll$np.log" | head -5)"
+    fi
+  done
+  check "4 ranks: node memory and peer exchanges checked" grep -q "peer_all_to_all, peer_all_gather" "$WORK/coll4.log"
+  check_not "3 ranks on machines of 2 and 1: no node memory" grep -q "node_alloc" "$WORK/coll3.log"
+  make_data "$D" --classes 3 --per-class 16
+  np=4 b=4
+  steps=$(sed -n 's/^max_batches=//p' "$S/cfg/tests/tiny.cfg")
+  groups=("(root)=2453,0,1,0" "body=475,0,1,0")
+  train "$WORK/ref.w" "$D/data.data" "$(test_cfg tiny $((b * np)))" -seed 5
+  cp "$(test_cfg tiny $b shard=full)" "$WORK/tiny.cfg"
+  train_2h "$WORK/full.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5 -fsdp-stats "$WORK/full.json" ||
+    fail "shard=full on two machines ran"
+  check "shard=full on two machines without the key: rank 0 points to shard_node_shared=1, once" \
+    [ "$(grep -c "fsdp: the 4 ranks run on 2 machines of 2: shard_node_shared=1 would keep the parameters once per machine" "$WORK/full.w.err")" = 1 ]
+  # subdivisions=2: each micro-batch as large as above, two per step (the
+  # reference too).
+  mkdir -p "$WORK/ref2"
+  sed "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((b * np * 2))/" "$S/cfg/tests/tiny.cfg" > "$WORK/ref2/tiny.cfg"
+  train "$WORK/ref2.w" "$D/data.data" "$WORK/ref2/tiny.cfg" -seed 5
+  for sd in 1 2; do
+    cp "$(test_cfg tiny $b shard=full shard_node_shared=1)" "$WORK/tiny.cfg"
+    [ $sd = 1 ] || sed -i "s/^subdivisions=.*/subdivisions=2/; s/^batch=.*/batch=$((b * 2))/" "$WORK/tiny.cfg"
+    ref=$WORK/ref.w; [ $sd = 1 ] || ref=$WORK/ref2.w
+    if train_2h "$WORK/hybrid$sd.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5 -fsdp-stats "$WORK/hybrid$sd.json"; then
+      check "hybrid sharding, 4 ranks round-robin, subdivisions=$sd: weights equal one process with $sd micro-batches of $((b * np))" \
+        "$WDIFF" "$ref" "$WORK/hybrid$sd.w" --tol 1e-4
+      check "hybrid, subdivisions=$sd: bytes, node memory and bytes_to_other_hosts equal the theory" \
+        python3 "$S/tests/check_stats.py" "$WORK/hybrid$sd.json" --world $np --strategy full --steps "$steps" \
+          --subdivisions $sd --node-shared 1 --hosts "$hosts_rr" "${groups[@]}"
+      check_not "hybrid, subdivisions=$sd: no note that the key is off" grep -q "shard_node_shared=1 is off" "$WORK/hybrid$sd.w.err"
+    else
+      fail "hybrid sharding, subdivisions=$sd, on two machines ran"
+    fi
+  done
+  # What crosses between the machines: at most half of full's (per rank, per
+  # the stats' count of what each rank sends to the other machine).
+  half=$(python3 -c 'import json, sys
+f, h = (json.load(open(p))["bytes_to_other_hosts"] for p in sys.argv[1:])
+print("%d %d" % (max(h), min(f)), "ok" if all(x * 2 <= y for x, y in zip(h, f)) else "over")' "$WORK/full.json" "$WORK/hybrid1.json")
+  check "hybrid: bytes to the other machine per rank at most half of full's ($half)" [ "${half##* }" = ok ]
+  # The linear probe under hybrid sharding: the frozen trunk is never sent after start-up.
+  probe_cfg "$(test_cfg tiny $((b * np)))"
+  cp "$WORK/tiny-$((b * np)).cfg" "$WORK/tiny.cfg"
+  train "$WORK/probe-ref.w" "$D/data.data" "$WORK/tiny.cfg" -plugin "$PLUGIN" -seed 5
+  probe_cfg "$(test_cfg tiny $b shard_node_shared=1)"
+  cp "$WORK/tiny-$b.cfg" "$WORK/tiny.cfg"
+  if train_2h "$WORK/probe.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5 -fsdp-stats "$WORK/probe.json"; then
+    check "hybrid, a frozen nested trunk: weights equal world 1 with batch $((b * np))" \
+      "$WDIFF" "$WORK/probe-ref.w" "$WORK/probe.w" --tol 1e-4
+    check "hybrid, a frozen nested trunk: bytes equal the theory" \
+      python3 "$S/tests/check_stats.py" "$WORK/probe.json" --world $np --strategy full --steps "$steps" \
+        --node-shared 1 --hosts "$hosts_rr" "(root)=2453,0,1,0" "trunk.a=0,91,0,0" "trunk.b=0,384,0,0"
+  else
+    fail "hybrid sharding with a frozen nested trunk ran"
+  fi
+  # Machines of unequal ranks (2 + 1): off, said so, and the run goes on.
+  cp "$(test_cfg tiny $b shard_node_shared=1)" "$WORK/tiny.cfg"
+  if train_2h "$WORK/odd.w" 3 "$D/data.data" "$WORK/tiny.cfg" -seed 5; then
+    check "3 ranks on machines of 2 and 1: rank 0 says shard_node_shared=1 is off, and why" \
+      grep -q "fsdp: shard_node_shared=1 is off: the ranks share no memory (FSDP_SHM=0, or machines running different numbers of ranks)" "$WORK/odd.w.err"
+  else
+    fail "3 ranks on machines of 2 and 1 with shard_node_shared=1 ran"
+  fi
+  # Checkpoints: 3 steps under hybrid sharding, resumed for 3 more under it
+  # (bit for bit the 6 in one go) and under full on one machine (the same
+  # weights as stock Darknet's 6 steps, to float tolerance), and the reverse.
+  mk() { sed -e "s/^batch=.*/batch=$3/; s/^max_batches=.*/max_batches=$2/" "$S/cfg/tests/residual.cfg" > "$1"
+         [ "$4" = 0 ] || sed -i 's/^\[net\]$/[net]\nshard_node_shared=1/' "$1"; }
+  mkdir -p "$WORK/a" "$WORK/b" "$WORK/c" "$WORK/d" "$WORK/s"
+  mk "$WORK/a/residual.cfg" 6 $b 1; mk "$WORK/b/residual.cfg" 3 $b 1
+  mk "$WORK/c/residual.cfg" 6 $b 0; mk "$WORK/d/residual.cfg" 3 $b 0
+  mk "$WORK/s/residual.cfg" 6 $((b * np)) 0
+  train "$WORK/stock6.w" "$D/data.data" "$WORK/s/residual.cfg" -seed 3
+  train_2h "$WORK/straight.w" $np "$D/data.data" "$WORK/a/residual.cfg" -seed 3 || fail "hybrid, 6 steps, ran"
+  check "hybrid, residual.cfg: 6 steps equal stock Darknet's with batch $((b * np))" \
+    "$WDIFF" "$WORK/stock6.w" "$WORK/straight.w" --tol 1e-4
+  for way in "hybrid:hybrid" "hybrid:full on one machine" "full on one machine:hybrid"; do
+    from=${way%%:*} to=${way#*:}
+    rm -rf "$WORK/ck"; mkdir -p "$WORK/ck"
+    if [ "$from" = hybrid ]; then train_2h "$WORK/first.w" $np "$D/data.data" "$WORK/b/residual.cfg" -seed 3 -fsdp-checkpoint
+    else train_np "$WORK/first.w" $np "$D/data.data" "$WORK/d/residual.cfg" -seed 3 -fsdp-checkpoint; fi
+    cp "$D"/backup/residual.weights* "$WORK/ck/"
+    if [ "$to" = hybrid ]; then train_2h "$WORK/resumed.w" $np "$D/data.data" "$WORK/a/residual.cfg" -seed 3 -fsdp-resume "$WORK/ck/residual.weights"
+    else train_np "$WORK/resumed.w" $np "$D/data.data" "$WORK/c/residual.cfg" -seed 3 -fsdp-resume "$WORK/ck/residual.weights"; fi
+    if [ "$way" = "hybrid:hybrid" ]; then
+      check "3 steps under hybrid sharding + resumed under it for 3: the 6 in one go, bit for bit" \
+        "$WDIFF" "$WORK/straight.w" "$WORK/resumed.w" --exact
+    else
+      check "3 steps under $from + resumed under $to for 3: stock Darknet's 6 steps" \
+        "$WDIFF" "$WORK/stock6.w" "$WORK/resumed.w" --tol 1e-4
+    fi
   done
   ;;
 *) echo "unknown part $part"; exit 2 ;;

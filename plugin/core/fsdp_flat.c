@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_flat.h"
+#include "fsdp_sum.h"
 
 static void point(fsdp_flat *f, float *base)
 {
@@ -196,9 +197,14 @@ int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f)
     return f->in_node && f->nfull <= c->node->slot_floats;
 }
 
-void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f)
+fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, uint64_t *bytes)
 {
-    if (f->in_node) c->node->stale = 1;
+    *bytes = 0;
+    if (!f->in_node) return FSDP_OK;
+    c->node->stale = 1;
+    if (c->node->at.machines == 1) return FSDP_OK;
+    *bytes = f->nfull * sizeof(float);
+    return fsdp_coll_peer_all_gather(c->dbe, f->node, f->shard);
 }
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
@@ -263,7 +269,7 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
         if (at == FSDP_GRAD_AT_MOMENTUM) {
             /* no buffer */
         } else if (at == FSDP_GRAD_AT_SLOT) {
-            f->grad = n->grad_slots + (size_t)c->be->rank * n->slot_floats;
+            f->grad = n->grad_slots + (size_t)n->at.rank * n->slot_floats;
             memset(f->grad, 0, f->nfull * sizeof(float));
             f->grad_in_node = 1;
             n->slot_busy = 1;
@@ -282,17 +288,58 @@ void fsdp_flat_grad_unpoint(fsdp_flat *f)
     if (f->nt) point_grad(f, NULL);
 }
 
+/* Several machines: a gradient in a buffer of its own moves into the free
+ * slot, so that it, too, is summed on the machine before anything crosses
+ * between machines. */
+static void move_to_slot(const fsdp_flat_ctx *c, fsdp_flat *f)
+{
+    fsdp_node *n = c->node;
+    if (f->grad_in_node || f->grad_in_m || n->at.machines == 1 || n->slot_busy || !fsdp_flat_fits_slot(c, f))
+        return;
+    float *slot = n->grad_slots + (size_t)n->at.rank * n->slot_floats;
+    memcpy(slot, f->grad, f->nfull * sizeof(float));
+    fsdp_mem_give(c->mem, f->grad);
+    f->grad = slot;
+    f->grad_in_node = 1;
+    n->slot_busy = 1;
+}
+
+/* Several machines: for this rank's part and each peer's, the sum over
+ * this machine's slots, in place order; the peers exchange them, so that
+ * `gown` holds this rank's part summed on each machine, in machine order. */
+static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_flat *f)
+{
+    const fsdp_node *n = c->node;
+    size_t m = (size_t)n->at.machines, sh = f->shard;
+    float *send = fsdp_mem_take(c->mem, m * sh, 0);
+    f->gown = send ? fsdp_mem_take(c->mem, m * sh, 0) : NULL;
+    if (!f->gown) {
+        fsdp_mem_give(c->mem, send);
+        return FSDP_ERR_NOMEM;
+    }
+    for (size_t k = 0; k < m; ++k) {
+        size_t at = (size_t)n->at.peers[k] * sh;
+        for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
+        fsdp_sum_rows(send + k * sh, n->terms, n->at.ranks, 0, sh);
+    }
+    fsdp_status s = fsdp_coll_peer_all_to_all(c->dbe, send, f->gown, sh);
+    fsdp_mem_give(c->mem, send);
+    return s;
+}
+
 fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar)
 {
     *rs = *ar = 0;
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return FSDP_OK;
     fsdp_flat_grad_unpoint(f);
+    move_to_slot(c, f);
     if (f->grad_in_node) {
         /* Every rank's gradient complete in its slot: the optimizer sums
          * this rank's part as it steps (fsdp_flat_slot_terms). */
         *rs = f->nfull * sizeof(float);
         f->grad_state = FSDP_GRAD_IN_SLOTS;
-        return fsdp_flat_node_sync(c);
+        FSDP_TRY(fsdp_flat_node_sync(c));
+        return c->node->at.machines > 1 ? sum_machines(c, f) : FSDP_OK;
     }
     /* The reduced gradient for own: in a world of one, the buffer itself. */
     f->gown = f->grad;
@@ -346,11 +393,17 @@ fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
     return FSDP_OK;
 }
 
-const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off)
+const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, int *nterms)
 {
     const fsdp_node *n = c->node;
+    if (n->at.machines > 1) {
+        *nterms = n->at.machines;
+        for (int k = 0; k < n->at.machines; ++k) n->terms[k] = f->gown + (size_t)k * f->shard + off;
+        return n->terms;
+    }
     size_t at = (size_t)c->be->rank * f->shard + off;
-    for (int q = 0; q < c->be->world; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
+    *nterms = n->at.ranks;
+    for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
     return n->terms;
 }
 
@@ -358,6 +411,8 @@ fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (f->grad_state == FSDP_GRAD_IN_SLOTS) {
         /* The slot is free again once every rank has summed its part. */
+        fsdp_mem_give(c->mem, f->gown);   /* the machines' sums, where there were several */
+        f->gown = NULL;
         f->grad = NULL;
         f->grad_in_node = 0;
         c->node->slot_busy = 0;

@@ -20,6 +20,14 @@
  * free (`grad_in_node`; one group at a time under subdivisions=1): its
  * reduce-scatter is then a sync, and each rank's optimizer sums its part
  * straight from every slot (IN_SLOTS): no copy in, no reduced buffer.
+ * On several machines (node->at.machines > 1: hybrid sharding) each machine
+ * holds the whole buffer: a rank sums, over its machine's slots, its own
+ * part and its peers' (the ranks in its place on the other machines),
+ * exchanges those sums with its peers (`gown` then holds one term per
+ * machine), and after its step sends its updated part to them, which
+ * write it into their machines' node memory.  A gradient that
+ * accumulated in a buffer of its own moves into the slot to be reduced
+ * so (the slot is free by then: a group reduces and steps at once).
  * Gradients (trainable flats) are in one of four:
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
@@ -34,7 +42,8 @@
  *   IN_SLOTS      (node-shared) every rank's gradient is complete in its
  *                 slot of node memory; the optimizer sums this rank's part
  *                 from the slots as it steps (fsdp_flat_slot_terms), and the
- *                 slot is free once every rank has (grad_spent).
+ *                 slot is free once every rank has (grad_spent).  On several
+ *                 machines the terms are the machines' sums in `gown`.
  * Invariants: a world of one gathers nothing (`full` is `own`); `pending`
  * and `rs_source` are only written by the backend while GATHERING and
  * REDUCING, so nothing frees them before the wait; the optimizer sees
@@ -52,11 +61,12 @@
 /* Node memory the ranks of one machine share (shard_node_shared=1). */
 typedef struct fsdp_node {
     int on;
+    fsdp_node_layout at;  /* the machines' shape: ranks per machine, this rank's place, its peers */
     int stale;            /* a rank wrote node-shared parameters since the last node_sync */
-    float *grad_slots;    /* one slot per rank, rank r's at r * slot_floats */
+    float *grad_slots;    /* one slot per rank of the machine, place p's at p * slot_floats */
     size_t slot_floats;   /* the largest trainable flat's full buffer */
     int slot_busy;        /* a flat accumulates its gradient in this rank's slot */
-    const float **terms;  /* world pointers: the terms of a slot sum (scratch) */
+    const float **terms;  /* max(ranks per machine, machines) pointers: a sum's terms (scratch) */
 } fsdp_node;
 
 /* What a flat needs from the engine: where buffers live and who moves them. */
@@ -142,8 +152,12 @@ fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *
 /* Whether the flat's gradient may accumulate in this rank's node slot
  * (when the slot is free): a node-shared flat no larger than the slot. */
 int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f);
-/* This rank wrote its own part (an optimizer step, a checkpoint load). */
-void fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f);
+/* This rank wrote its own part (an optimizer step, a checkpoint load):
+ * the node is stale, and on several machines the part goes to this rank's
+ * peers, into their machines' node memory (collective over the peers; the
+ * same flats on every rank).  *bytes: the flat's full buffer where parts
+ * crossed machines, else 0. */
+fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, uint64_t *bytes);
 
 /* SHARDED -> GATHERING: starts the all-gather without making Darknet's
  * stream wait (prefetch).  No-op where the backend cannot start
@@ -178,11 +192,12 @@ fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
 /* node_sync: every rank's writes to node memory before it are visible to
  * every rank after it, so the node is no longer stale. */
 fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c);
-/* IN_SLOTS: the world terms of this rank's gradient at offset `off` of its
- * own part, one per rank's slot, in rank order (their sum in that order is
- * what a reduce-scatter gives; fsdp_optim_step_sum).  Valid until the next
+/* IN_SLOTS: the *nterms terms of this rank's gradient at offset `off` of
+ * its own part: on one machine one per rank's slot, in rank order (their
+ * sum in that order is what a reduce-scatter gives); on several, one per
+ * machine, in machine order (fsdp_optim_step_sum).  Valid until the next
  * call. */
-const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off);
+const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, int *nterms);
 /* After the update: REDUCED or IN_SLOTS (a node_sync: every rank has read
  * the slots) -> NONE. */
 fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);

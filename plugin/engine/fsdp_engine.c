@@ -67,16 +67,18 @@ int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, co
 
 /* ---- building the sharded network --------------------------------------- */
 
-/* A fingerprint of everything that must agree across ranks: layers, their
- * parameter counts, frozen flags, groups, strategy. */
+/* A fingerprint of the network's plan: layers, their parameter counts,
+ * frozen flags, groups, strategy.  Checkpoints carry it; where the ranks
+ * keep the parameters (shard_node_shared) is not in it, since the parts
+ * are the same either way. */
 static uint64_t plan_hash(const fsdp_engine *e, const network *net)
 {
     const fsdp_layout_plan *p = &e->plan;
     uint64_t h = FSDP_FNV1A_START;
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
-    int v[7] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)p->auto_group,
-                 (int)e->mem.align, e->cfg.sync_bn, e->cfg.node_shared };
+    int v[6] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)p->auto_group,
+                 (int)e->mem.align, e->cfg.sync_bn };
     h = fsdp_fnv1a(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };
@@ -141,20 +143,22 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
 }
 
 /* Why shard_node_shared=1 cannot apply to this run, or NULL where it can:
- * `full` on host memory where the backend maps node memory (every rank on
- * one machine). */
+ * `full` on host memory where the backend maps node memory (one machine,
+ * or several running the same number of ranks each). */
 const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
 {
     return e->cfg.strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
            : e->be->world == 1 ? "a world of one gathers nothing"
            : e->mem.device ? "GPU runs keep parameters in device memory"
-           : !fsdp_coll_maps_node(e->dbe) ? "the ranks share no memory (several machines, or FSDP_SHM=0)"
+           : !fsdp_coll_maps_node(e->dbe) ? "the ranks share no memory (FSDP_SHM=0, or machines running "
+                                            "different numbers of ranks)"
            : NULL;
 }
 
 /* shard_node_shared=1: every sharded flat moves into one region of node
- * memory, each rank copying in its own parts; where it cannot apply, rank
- * 0 says why it is off. */
+ * memory, each rank copying in its own parts (on several machines, and
+ * sending them to its peers, so that each machine holds every part);
+ * where it cannot apply, rank 0 says why it is off. */
 static fsdp_status share_node(fsdp_engine *e)
 {
     if (!e->cfg.node_shared) return FSDP_OK;
@@ -163,31 +167,35 @@ static fsdp_status share_node(fsdp_engine *e)
         if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
         return FSDP_OK;
     }
+    fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);
     size_t total = 0, slot = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         total += e->groups[g].train.nfull + e->groups[g].frozen.nfull;
         if (e->groups[g].train.nfull > slot) slot = e->groups[g].train.nfull;
     }
     if (!total) return FSDP_OK;   /* no parameters to share */
-    const float **terms = malloc((size_t)e->be->world * sizeof *terms);
+    int nterms = at.ranks > at.machines ? at.ranks : at.machines;
+    const float **terms = malloc((size_t)nterms * sizeof *terms);
     if (!terms) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     e->node.terms = terms;   /* owned from here on, freed with the network */
     float *base, *slots = NULL;
     FSDP_TRY(fsdp_coll_node_alloc(e->dbe, total, &base));
     /* Nothing trains (a frozen model under inference): no gradient slots. */
-    if (slot) FSDP_TRY(fsdp_coll_node_alloc(e->dbe, slot * (size_t)e->be->world, &slots));
-    size_t at = 0;
+    if (slot) FSDP_TRY(fsdp_coll_node_alloc(e->dbe, slot * (size_t)at.ranks, &slots));
+    /* The first gather syncs. */
+    e->node = (fsdp_node){ .on = 1, .at = at, .stale = 1, .grad_slots = slots, .slot_floats = slot, .terms = terms };
+    e->node_bytes = (total + slot * (size_t)at.ranks) * sizeof(float);
+    size_t off = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k) {
             if (!fl[k]->nt) continue;
-            FSDP_TRY(fsdp_flat_move_to_node(&e->flat, fl[k], base + at));
-            at += fl[k]->nfull;
+            uint64_t sent;
+            FSDP_TRY(fsdp_flat_move_to_node(&e->flat, fl[k], base + off));
+            FSDP_TRY(fsdp_flat_own_written(&e->flat, fl[k], &sent));
+            off += fl[k]->nfull;
         }
     }
-    /* The first gather syncs. */
-    e->node = (fsdp_node){ .on = 1, .stale = 1, .grad_slots = slots, .slot_floats = slot, .terms = terms };
-    e->node_bytes = (total + slot * (size_t)e->be->world) * sizeof(float);
     return FSDP_OK;
 }
 
@@ -209,7 +217,8 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
-    FSDP_TRY(agree(e, local, e->plan_hash));
+    /* Everything the ranks must agree on: the plan, and shard_node_shared. */
+    FSDP_TRY(agree(e, local, fsdp_fnv1a(e->plan_hash, &e->cfg.node_shared, sizeof e->cfg.node_shared)));
 
     e->net = net;
     e->ngroups = e->plan.ngroups;
@@ -310,10 +319,18 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
         }
         /* Node slots: the reduce-scatter's sums straight into the step
          * (the optimizer is elementwise). */
-        fsdp_optim_step_sum(f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
-                            fsdp_flat_slot_terms(&e->flat, f, run->off), e->be->world, run->len, run->is_weight, &o);
+        int nterms;
+        const float *const *terms = fsdp_flat_slot_terms(&e->flat, f, run->off, &nterms);
+        fsdp_optim_step_sum(f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL, terms, nterms,
+                            run->len, run->is_weight, &o);
     }
-    fsdp_flat_own_written(&e->flat, f);
+    /* Hybrid sharding (node memory on several machines): the updated part
+     * goes to this rank's peers, an all-gather between machines. */
+    uint64_t sent;
+    FSDP_TRY(fsdp_flat_own_written(&e->flat, f, &sent));
+    e->tally.group[k].ag_bytes += sent;
+    e->tally.ag += sent;
+    e->tally.peer += sent;
     FSDP_TRY(fsdp_flat_grad_spent(&e->flat, f));
     if (e->cfg.strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
@@ -365,6 +382,8 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     uint64_t rs = 0, ar = 0;
     fsdp_status s = settle_reduce(e, a);
     if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
+    /* Summed on each machine, then exchanged with the peers alone. */
+    if (g->train.grad_state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1) e->tally.peer += rs;
     if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = g;
     else if (s == FSDP_OK && (g->train.grad_state == FSDP_GRAD_REDUCED || g->train.grad_state == FSDP_GRAD_IN_SLOTS))
         s = update_group(e, k, a);

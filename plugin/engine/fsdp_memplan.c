@@ -185,7 +185,9 @@ typedef struct sim_flat {
     size_t grad;        /* bytes of a full gradient buffer (0: no optimizer state) */
     size_t gown;        /* bytes the reduce takes for this rank's part (0: the full buffer is kept) */
     uint64_t rs, ar;    /* bytes the reduce counts */
-    uint64_t step_ag;   /* grad_op: bytes the update's gather counts */
+    uint64_t step_ag;   /* grad_op, hybrid: bytes the update's gather counts */
+    size_t sums;        /* hybrid: bytes of the machines' sums of this rank's part (0: one machine) */
+    int hybrid;         /* node memory on several machines: the gradient reduces from the slot */
     const fsdp_flat *f; /* for the flat's own answers (fsdp_flat_grad_place) */
     fsdp_flat_state state;
     fsdp_grad_state grad_state;
@@ -312,8 +314,18 @@ static void sim_reduce(sim *s, int k)
     sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return;
     count(s, k, 0, f->rs, f->ar, 0);
+    if (f->hybrid && !f->in_slot && f->gradbuf && !s->slot_busy) {
+        /* Into the free slot, to be summed on the machine first. */
+        give(s, &f->gradbuf);
+        f->in_slot = s->slot_busy = 1;
+    }
     if (f->in_slot) {
-        /* The optimizer sums from the node slots: no buffer. */
+        /* The optimizer sums from the node slots (on several machines,
+         * from the machines' sums, exchanged through a buffer as large). */
+        size_t send = 0;
+        take(s, &send, f->sums);
+        take(s, &f->gownbuf, f->sums);
+        give(s, &send);
         f->grad_state = FSDP_GRAD_IN_SLOTS;
     } else if (f->gown) {
         /* The full gradient becomes this rank's part. */
@@ -423,7 +435,9 @@ static int sim_init(sim *s, const fsdp_engine *e)
             sf->gown = world > 1 && !f->kind.whole ? f->shard * sizeof(float) : 0;
             sf->rs = f->kind.whole ? 0 : full;
             sf->ar = f->kind.whole ? f->count * sizeof(float) : 0;
-            sf->step_ag = e->cfg.strategy == FSDP_SHARD_GRAD_OP ? full : 0;
+            sf->hybrid = f->in_node && e->node.at.machines > 1;
+            sf->step_ag = e->cfg.strategy == FSDP_SHARD_GRAD_OP || sf->hybrid ? full : 0;
+            sf->sums = sf->hybrid ? (size_t)e->node.at.machines * f->shard * sizeof(float) : 0;
         }
     }
     return 1;
@@ -457,11 +471,12 @@ fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp
     return FSDP_OK;
 }
 
-/* Of every other rank's gradient slot, rank r sums the parts [r * shard,
- * (r + 1) * shard) of each trainable flat: their union's floats, as pieces
- * [lo, hi) from the lowest point not yet counted to the end of an interval
- * holding it. */
-static size_t slot_parts_read(const fsdp_engine *e, int r)
+/* Of every other gradient slot of its machine, a rank sums the parts
+ * [q * shard, (q + 1) * shard) of each trainable flat for each q of
+ * owners (itself, and on several machines its peers): their union's
+ * floats, as pieces [lo, hi) from the lowest point not yet counted to the
+ * end of an interval holding it. */
+static size_t slot_parts_read(const fsdp_engine *e, const int *owners, int nowners)
 {
     size_t parts = 0, upto = 0;
     for (;;) {
@@ -469,10 +484,12 @@ static size_t slot_parts_read(const fsdp_engine *e, int r)
         for (int g = 0; g < e->ngroups; ++g) {
             const fsdp_flat *f = &e->groups[g].train;
             if (!fsdp_flat_fits_slot(&e->flat, f)) continue;
-            size_t a = (size_t)r * f->shard, b = a + f->shard, from = a > upto ? a : upto;
-            if (b > upto && from < lo) {
-                lo = from;
-                hi = b;
+            for (int j = 0; j < nowners; ++j) {
+                size_t a = (size_t)owners[j] * f->shard, b = a + f->shard, from = a > upto ? a : upto;
+                if (b > upto && from < lo) {
+                    lo = from;
+                    hi = b;
+                }
             }
         }
         if (lo == SIZE_MAX) return parts;
@@ -484,10 +501,12 @@ static size_t slot_parts_read(const fsdp_engine *e, int r)
 /* Node memory a rank maps and touches beyond its own parts (which the
  * model state counts), for the rank that touches most: every parameter
  * (forward reads them all), its own gradient slot, and the parts of the
- * other ranks' slots it sums. */
+ * other slots of its machine it sums (on several machines, this rank's
+ * own and its peers'). */
 static size_t node_resident(const fsdp_engine *e)
 {
     if (!e->node.on) return 0;
+    const fsdp_node_layout *at = &e->node.at;
     size_t params = 0, own = 0, parts = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
@@ -497,11 +516,12 @@ static size_t node_resident(const fsdp_engine *e)
             own += fl[k]->shard;
         }
     }
-    for (int r = 0; r < e->be->world; ++r) {
-        size_t p = slot_parts_read(e, r);
+    if (at->machines > 1) parts = slot_parts_read(e, at->peers, at->machines);
+    for (int r = 0; at->machines == 1 && r < e->be->world; ++r) {
+        size_t p = slot_parts_read(e, &r, 1);
         if (p > parts) parts = p;
     }
-    return (params - own + e->node.slot_floats + (size_t)(e->be->world - 1) * parts) * sizeof(float);
+    return (params - own + e->node.slot_floats + (size_t)(at->ranks - 1) * parts) * sizeof(float);
 }
 
 void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, int loads_weights,

@@ -438,10 +438,20 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
             s = fill(e, net, set, i, b, &mine, host);
             if (s == FSDP_OK) s = fsdp_mem_from_host(&e->mem, buf[b], host, mine.n);
         }
-        fsdp_flat_own_written(&e->flat, f);
     }
     free(host);
     return s;
+}
+
+/* Once every rank loaded its parts: the node memory of every machine
+ * holds them (fsdp_flat_own_written). */
+static fsdp_status publish_parts(fsdp_engine *e)
+{
+    for (int i = 0; i < 2 * e->ngroups; ++i) {
+        uint64_t sent;
+        FSDP_TRY(fsdp_flat_own_written(&e->flat, flat_at(e, i), &sent));
+    }
+    return FSDP_OK;
 }
 
 /* The ranks' files must come from one save of one run: same identity, same
@@ -489,6 +499,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     for (int r = 0; files && r < world; ++r) in_close(&files[r]);
     free(files);
     s = fsdp_ctl_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
+    if (s == FSDP_OK) s = publish_parts(e);
     if (s == FSDP_OK) s = agree_files(e, &h, path ? path : "-fsdp-resume");
     if (s == FSDP_OK) {
         *net->t = h.t;
