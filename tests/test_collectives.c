@@ -626,6 +626,13 @@ static void check_peers(suite *t, size_t count, size_t shard)
         t->failures++;
         return;
     }
+    for (int q = 0; q < b->world; q++) {
+        t->checks++;
+        if (at.ranks_at[(size_t)t->host_of[q] * at.ranks + t->place[q]] != q) {
+            fprintf(stderr, "FAIL %s rank %d: ranks_at misplaces rank %d\n", t->label, b->rank, q);
+            t->failures++;
+        }
+    }
     for (int k = 0; k < m; k++) {
         t->checks++;
         if (t->host_of[at.peers[k]] != k || t->place[at.peers[k]] != at.rank) {

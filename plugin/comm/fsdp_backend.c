@@ -123,9 +123,12 @@ static fsdp_status no_peers(const fsdp_coll *c)
 
 fsdp_status fsdp_coll_peer_all_to_all(fsdp_coll *c, const float *send, float *recv, size_t count)
 {
+    size_t n = (size_t)(c->node.machines > 1 ? c->node.machines : 1) * count;
+    if (count && send < recv + n && recv < send + n)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s backend: peer_all_to_all's send and recv overlap", c->name);
     if (c->node.machines > 1)
         return c->iface.peer_all_to_all ? c->iface.peer_all_to_all(c, send, recv, count) : no_peers(c);
-    if (send != recv) memmove(recv, send, count * sizeof(float));
+    memcpy(recv, send, count * sizeof(float));
     return FSDP_OK;
 }
 

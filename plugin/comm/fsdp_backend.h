@@ -55,6 +55,7 @@ typedef struct fsdp_node_layout {
     int ranks;          /* per machine */
     int rank;           /* this rank's place on its machine, in rank order */
     const int *peers;   /* machines > 1: `machines` world ranks, owned by the backend */
+    const int *ranks_at;   /* machines > 1: machine k's place p is world rank ranks_at[k * ranks + p] */
 } fsdp_node_layout;
 
 /* ---- host control --------------------------------------------------------- */
@@ -147,7 +148,8 @@ typedef struct fsdp_coll_i {
     /* Optional, both or neither, with node memory on several machines
      * (`node.machines` > 1), collective over this rank's peers:
      * peer_all_to_all: block k of send (count floats at k * count) goes to
-     * peer k, and recv's block k comes from peer k (its own block copied);
+     * peer k, and recv's block k comes from peer k (its own block copied;
+     * send and recv apart);
      * peer_all_gather, in place: every peer q's part, full[q * shard ..
      * (q + 1) * shard) with q its world rank, lands there on every peer. */
     fsdp_status (*peer_all_to_all)(fsdp_coll *c, const float *send, float *recv, size_t count);
@@ -207,7 +209,8 @@ int fsdp_coll_maps_node(const fsdp_coll *c);
 fsdp_node_layout fsdp_coll_node_layout(const fsdp_coll *c);
 /* The backend's peer exchanges; one machine: the all-to-all copies its
  * block and the all-gather moves nothing; refused, said so, where the
- * ranks span machines and it offers none. */
+ * ranks span machines and it offers none, and where the all-to-all's send
+ * and recv overlap. */
 fsdp_status fsdp_coll_peer_all_to_all(fsdp_coll *c, const float *send, float *recv, size_t count);
 fsdp_status fsdp_coll_peer_all_gather(fsdp_coll *c, float *full, size_t shard);
 /* The backend's node_alloc and node_sync; FSDP_ERR_UNSUPPORTED, said so,

@@ -37,6 +37,7 @@ typedef struct {
     fsdp_node_layout node;  /* node memory on several machines: their shape; else zero */
     MPI_Comm peers;       /* ... this rank and its peers, ranked by machine */
     int *peer_ranks;      /* ... their world ranks (node.peers) */
+    int *ranks_at;        /* ... every machine's ranks by place (node.ranks_at) */
     const float **to;     /* ... scratch of an exchange: per peer, what goes */
     float **from;         /* ... and where what comes lands */
     MPI_Request *preq;    /* ... 2 per peer */
@@ -348,22 +349,29 @@ static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
     int *leaders = malloc((size_t)world * sizeof *leaders), *host_of = malloc((size_t)world * sizeof *host_of);
     int *seen = calloc((size_t)machines, sizeof *seen);
     c->peer_ranks = malloc((size_t)machines * sizeof *c->peer_ranks);
+    c->ranks_at = malloc((size_t)world * sizeof *c->ranks_at);
     c->to = malloc((size_t)machines * sizeof *c->to);
     c->from = malloc((size_t)machines * sizeof *c->from);
     c->preq = malloc(2 * (size_t)machines * sizeof *c->preq);
-    fsdp_status s = leaders && host_of && seen && c->peer_ranks && c->to && c->from && c->preq
-                    ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory");
+    /* Every rank takes part in what follows, whatever its mallocs did. */
+    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at && c->to && c->from && c->preq;
+    fsdp_status s = FSDP_OK;
+    int err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm);
+    if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
+    else if (!ok) s = fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for the machines' layout");
     if (s == FSDP_OK) s = leaders_of(c->comm, rank, leaders);
     if (s == FSDP_OK && fsdp_hosts_number(world, leaders, host_of) != machines)
         s = fsdp_fail(FSDP_ERR_COMM, "mpi backend: machines counted two ways disagree");
-    for (int q = 0; q < world && s == FSDP_OK; ++q)
-        if (seen[host_of[q]]++ == place) c->peer_ranks[host_of[q]] = q;
-    if (s == FSDP_OK) {
-        int err = MPI_Comm_split(c->comm, place, host_of[rank], &c->peers);
-        if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_split");
+    for (int q = 0; q < world && s == FSDP_OK; ++q) {
+        int k = host_of[q], p = seen[k]++;
+        c->ranks_at[(size_t)k * ranks + p] = q;
+        if (p == place) c->peer_ranks[k] = q;
     }
+    if (s == FSDP_OK && (err = MPI_Comm_split(c->comm, place, host_of[rank], &c->peers)) != MPI_SUCCESS)
+        s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_split");
     if (s == FSDP_OK)
-        c->node = (fsdp_node_layout){ .machines = machines, .ranks = ranks, .rank = place, .peers = c->peer_ranks };
+        c->node = (fsdp_node_layout){ .machines = machines, .ranks = ranks, .rank = place, .peers = c->peer_ranks,
+                                      .ranks_at = c->ranks_at };
     free(leaders);
     free(host_of);
     free(seen);
@@ -384,6 +392,7 @@ static void mpib_release(mpib_ctx *c)
     if (c->comm != MPI_COMM_NULL && !finalized)
         MPI_Comm_free(&c->comm);
     free(c->peer_ranks);
+    free(c->ranks_at);
     free(c->to);
     free(c->from);
     free(c->preq);

@@ -256,8 +256,10 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 
 fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy)
 {
+    /* On several machines the slot serves the reduce alone (move_to_slot). */
     return f->grad_in_m ? FSDP_GRAD_AT_MOMENTUM
-           : !slot_busy && fsdp_flat_fits_slot(c, f) ? FSDP_GRAD_AT_SLOT : FSDP_GRAD_AT_BUFFER;
+           : !slot_busy && fsdp_flat_fits_slot(c, f) && c->node->at.machines == 1 ? FSDP_GRAD_AT_SLOT
+           : FSDP_GRAD_AT_BUFFER;
 }
 
 fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
@@ -288,9 +290,12 @@ void fsdp_flat_grad_unpoint(fsdp_flat *f)
     if (f->nt) point_grad(f, NULL);
 }
 
-/* Several machines: a gradient in a buffer of its own moves into the free
- * slot, so that it, too, is summed on the machine before anything crosses
- * between machines. */
+/* Several machines: the gradient, accumulated in a buffer of its own,
+ * moves into the slot to be summed on the machine before anything crosses
+ * between machines.  The slot is free: it holds a gradient only from here
+ * to the group's step, and groups reduce and step one at a time (an
+ * accumulating gradient holding it would keep a group nested inside
+ * another, or between two layers of the root, from it). */
 static void move_to_slot(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     fsdp_node *n = c->node;

@@ -25,9 +25,9 @@
  * part and its peers' (the ranks in its place on the other machines),
  * exchanges those sums with its peers (`gown` then holds one term per
  * machine), and after its step sends its updated part to them, which
- * write it into their machines' node memory.  A gradient that
- * accumulated in a buffer of its own moves into the slot to be reduced
- * so (the slot is free by then: a group reduces and steps at once).
+ * write it into their machines' node memory.  There gradients accumulate
+ * in buffers of their own and move into the slot to be reduced (it holds
+ * one from a group's reduce to its step, which come at once).
  * Gradients (trainable flats) are in one of four:
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
@@ -171,8 +171,8 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
 void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f);
 
 /* Where a gradient that starts accumulating goes: the momentum (a world of
- * one under SGD), this rank's node slot (free, and the flat fits it), or a
- * full-size buffer of its own.  grad_point follows it, and so does the
+ * one under SGD), this rank's node slot (free, the flat fits it, and one
+ * machine), or a full-size buffer of its own.  grad_point follows it, and so does the
  * memory prediction, with the slot's state of the moment. */
 typedef enum { FSDP_GRAD_AT_MOMENTUM = 0, FSDP_GRAD_AT_SLOT, FSDP_GRAD_AT_BUFFER } fsdp_grad_place;
 fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy);

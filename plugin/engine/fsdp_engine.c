@@ -77,8 +77,10 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
     uint64_t h = FSDP_FNV1A_START;
     /* The layout's alignment too: a rank on the GPU and one on the host
      * would size their shards differently. */
-    int v[6] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)p->auto_group,
-                 (int)e->mem.align, e->cfg.sync_bn };
+    /* The last 0 stands where shard_node_shared once was: checkpoints
+     * written without it keep their hash. */
+    int v[7] = { net->n, (int)e->cfg.strategy, e->cfg.reshard_after_forward, (int)p->auto_group,
+                 (int)e->mem.align, e->cfg.sync_bn, 0 };
     h = fsdp_fnv1a(h, v, sizeof v);
     for (int i = 0; i < p->nlayers; ++i) {
         int t[3] = { (int)net->layers[i].type, p->frozen[i], p->layer_group[i] };
@@ -178,10 +180,12 @@ static fsdp_status share_node(fsdp_engine *e)
     const float **terms = malloc((size_t)nterms * sizeof *terms);
     if (!terms) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     e->node.terms = terms;   /* owned from here on, freed with the network */
-    float *base, *slots = NULL;
-    FSDP_TRY(fsdp_coll_node_alloc(e->dbe, total, &base));
+    float *base = NULL, *slots = NULL;
+    fsdp_status s = fsdp_coll_node_alloc(e->dbe, total, &base);
     /* Nothing trains (a frozen model under inference): no gradient slots. */
-    if (slot) FSDP_TRY(fsdp_coll_node_alloc(e->dbe, slot * (size_t)at.ranks, &slots));
+    if (s == FSDP_OK && slot) s = fsdp_coll_node_alloc(e->dbe, slot * (size_t)at.ranks, &slots);
+    /* Each machine decides its own node memory: every machine stops when one cannot. */
+    FSDP_TRY(fsdp_ctl_all_ok(e->be, s, FSDP_ERR_NOMEM, "had no room for node memory"));
     /* The first gather syncs. */
     e->node = (fsdp_node){ .on = 1, .at = at, .stale = 1, .grad_slots = slots, .slot_floats = slot, .terms = terms };
     e->node_bytes = (total + slot * (size_t)at.ranks) * sizeof(float);

@@ -315,7 +315,7 @@ static void sim_reduce(sim *s, int k)
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return;
     count(s, k, 0, f->rs, f->ar, 0);
     if (f->hybrid && !f->in_slot && f->gradbuf && !s->slot_busy) {
-        /* Into the free slot, to be summed on the machine first. */
+        /* Into the slot, to be summed on the machine first. */
         give(s, &f->gradbuf);
         f->in_slot = s->slot_busy = 1;
     }
@@ -501,13 +501,15 @@ static size_t slot_parts_read(const fsdp_engine *e, const int *owners, int nowne
 /* Node memory a rank maps and touches beyond its own parts (which the
  * model state counts), for the rank that touches most: every parameter
  * (forward reads them all), its own gradient slot, and the parts of the
- * other slots of its machine it sums (on several machines, this rank's
- * own and its peers'). */
+ * other slots of its machine it sums (on several machines, its own and
+ * its peers', the ranks in its place on each machine). */
 static size_t node_resident(const fsdp_engine *e)
 {
     if (!e->node.on) return 0;
     const fsdp_node_layout *at = &e->node.at;
     size_t params = 0, own = 0, parts = 0;
+    int *owners = malloc((size_t)at->machines * sizeof *owners);
+    if (!owners) return 0;
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k) {
@@ -516,11 +518,13 @@ static size_t node_resident(const fsdp_engine *e)
             own += fl[k]->shard;
         }
     }
-    if (at->machines > 1) parts = slot_parts_read(e, at->peers, at->machines);
-    for (int r = 0; at->machines == 1 && r < e->be->world; ++r) {
-        size_t p = slot_parts_read(e, &r, 1);
+    for (int place = 0; place < at->ranks; ++place) {
+        for (int k = 0; k < at->machines; ++k)
+            owners[k] = at->machines > 1 ? at->ranks_at[(size_t)k * at->ranks + place] : place;
+        size_t p = slot_parts_read(e, owners, at->machines);
         if (p > parts) parts = p;
     }
+    free(owners);
     return (params - own + e->node.slot_floats + (size_t)(at->ranks - 1) * parts) * sizeof(float);
 }
 
