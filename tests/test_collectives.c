@@ -660,6 +660,19 @@ static void check_peers(suite *t, size_t count, size_t shard)
     float *all = alloc(shard * (size_t)b->world, sizeof(float));
     for (size_t j = 0; j < shard * (size_t)b->world; j++) all[j] = val((int)(j / shard), j % shard);
     expect_floats(t, "peer_all_gather", shard, full, all, shard * (size_t)b->world);
+    /* Started: complete once waited for, with an exchange in between
+     * (every rank of the machine done reading before its part changes). */
+    must(t, fsdp_coll_node_sync(b), "node_sync", shard);
+    for (size_t j = 0; j < shard * (size_t)b->world; j++) all[j] = -all[j];
+    for (size_t j = 0; j < shard; j++) full[(size_t)b->rank * shard + j] = -val(b->rank, j);
+    must(t, fsdp_coll_node_sync(b), "node_sync", shard);
+    int ticket;
+    must(t, fsdp_coll_peer_all_gather_start(b, full, shard, &ticket), "peer_all_gather_start", shard);
+    must(t, fsdp_coll_peer_all_to_all(b, send, recv, count), "peer_all_to_all", count);
+    must(t, fsdp_coll_wait(b, ticket), "wait (peer_all_gather_start)", shard);
+    must(t, fsdp_coll_node_sync(b), "node_sync", shard);
+    expect_floats(t, "peer_all_gather_start", shard, full, all, shard * (size_t)b->world);
+    expect_floats(t, "peer_all_to_all (beside a started gather)", count, recv, want, (size_t)m * count);
     free(send);
     free(recv);
     free(want);

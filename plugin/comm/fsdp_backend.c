@@ -139,6 +139,14 @@ fsdp_status fsdp_coll_peer_all_gather(fsdp_coll *c, float *full, size_t shard)
     return FSDP_OK;
 }
 
+fsdp_status fsdp_coll_peer_all_gather_start(fsdp_coll *c, float *full, size_t shard, int *ticket)
+{
+    if (c->node.machines > 1 && c->iface.peer_all_gather_start)
+        return c->iface.peer_all_gather_start(c, full, shard, ticket);
+    *ticket = FSDP_TICKET_DONE;
+    return fsdp_coll_peer_all_gather(c, full, shard);
+}
+
 /* ---- host control of a lone rank: self and null ---------------------------- */
 
 static fsdp_status lone_broadcast(fsdp_ctl *c, void *buf, size_t bytes, int root)

@@ -154,6 +154,10 @@ typedef struct fsdp_coll_i {
      * (q + 1) * shard) with q its world rank, lands there on every peer. */
     fsdp_status (*peer_all_to_all)(fsdp_coll *c, const float *send, float *recv, size_t count);
     fsdp_status (*peer_all_gather)(fsdp_coll *c, float *full, size_t shard);
+    /* Optional, with the two above and wait: peer_all_gather started, under
+     * the started collectives' tickets; until the wait, this rank's part
+     * is read and its peers' written. */
+    fsdp_status (*peer_all_gather_start)(fsdp_coll *c, float *full, size_t shard, int *ticket);
 } fsdp_coll_i;
 
 struct fsdp_coll {
@@ -213,6 +217,8 @@ fsdp_node_layout fsdp_coll_node_layout(const fsdp_coll *c);
  * and recv overlap. */
 fsdp_status fsdp_coll_peer_all_to_all(fsdp_coll *c, const float *send, float *recv, size_t count);
 fsdp_status fsdp_coll_peer_all_gather(fsdp_coll *c, float *full, size_t shard);
+/* The backend's start, or its blocking call with *ticket = FSDP_TICKET_DONE. */
+fsdp_status fsdp_coll_peer_all_gather_start(fsdp_coll *c, float *full, size_t shard, int *ticket);
 /* The backend's node_alloc and node_sync; FSDP_ERR_UNSUPPORTED, said so,
  * where it offers none. */
 fsdp_status fsdp_coll_node_alloc(fsdp_coll *c, size_t count, float **out);

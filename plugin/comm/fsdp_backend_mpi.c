@@ -41,6 +41,8 @@ typedef struct {
     const float **to;     /* ... scratch of an exchange: per peer, what goes */
     float **from;         /* ... and where what comes lands */
     MPI_Request *preq;    /* ... 2 per peer */
+    MPI_Request *started_preq;   /* ... 2 per peer for each ticket slot (peer_all_gather_start) */
+    int npeer_started[FSDP_TICKETS];   /* ... how many of a slot's are live */
     int users;            /* holds on it: its control and its collectives, each until freed */
 } mpib_ctx;
 
@@ -283,8 +285,12 @@ static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
     mpib_ctx *c = b->ctx;
     uint64_t upto;
     FSDP_TRY(fsdp_tickets_wait_until(&c->tickets, b->name, ticket, &upto));
-    for (; c->tickets.waited < upto; ++c->tickets.waited)
-        mpiCheck(MPI_Wait(&c->req[c->tickets.waited % FSDP_TICKETS], MPI_STATUS_IGNORE));
+    for (; c->tickets.waited < upto; ++c->tickets.waited) {
+        int slot = (int)(c->tickets.waited % FSDP_TICKETS), n = c->npeer_started[slot];
+        mpiCheck(MPI_Wait(&c->req[slot], MPI_STATUS_IGNORE));
+        c->npeer_started[slot] = 0;
+        if (n) mpiCheck(MPI_Waitall(n, c->started_preq + (size_t)slot * 2 * c->node.machines, MPI_STATUSES_IGNORE));
+    }
     return FSDP_OK;
 }
 
@@ -339,6 +345,27 @@ static fsdp_status mpib_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
     return peer_exchange(c, shard);
 }
 
+/* Started: one chunk's sends and receives posted under the ticket's slot
+ * (tag 1, apart from the blocking exchanges); longer buffers complete now. */
+static fsdp_status mpib_peer_all_gather_start(fsdp_coll *b, float *full, size_t shard, int *ticket)
+{
+    mpib_ctx *c = b->ctx;
+    MPI_Request *req = NULL;
+    *ticket = -1;
+    FSDP_TRY(mpib_ticket(b, &req, ticket));
+    if (shard == 0 || shard > c->limit) return mpib_peer_all_gather(b, full, shard);
+    int slot = (int)(req - c->req), me = 0, n = 0;
+    MPI_Request *pr = c->started_preq + (size_t)slot * 2 * c->node.machines;
+    mpiCheck(MPI_Comm_rank(c->peers, &me));
+    for (int q = 0; q < c->node.machines; ++q) {
+        if (q == me) continue;
+        mpiCheck(MPI_Irecv(full + (size_t)c->node.peers[q] * shard, (int)shard, MPI_FLOAT, q, 1, c->peers, &pr[n++]));
+        mpiCheck(MPI_Isend(full + (size_t)b->rank * shard, (int)shard, MPI_FLOAT, q, 1, c->peers, &pr[n++]));
+    }
+    c->npeer_started[slot] = n;
+    return FSDP_OK;
+}
+
 /* Several machines of equal ranks with node memory: the layout, and this
  * rank's communicator with its peers. */
 static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
@@ -353,8 +380,10 @@ static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
     c->to = malloc((size_t)machines * sizeof *c->to);
     c->from = malloc((size_t)machines * sizeof *c->from);
     c->preq = malloc(2 * (size_t)machines * sizeof *c->preq);
+    c->started_preq = malloc(2 * (size_t)machines * FSDP_TICKETS * sizeof *c->started_preq);
     /* Every rank takes part in what follows, whatever its mallocs did. */
-    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at && c->to && c->from && c->preq;
+    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at && c->to && c->from && c->preq &&
+             c->started_preq;
     fsdp_status s = FSDP_OK;
     int err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm);
     if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
@@ -396,6 +425,7 @@ static void mpib_release(mpib_ctx *c)
     free(c->to);
     free(c->from);
     free(c->preq);
+    free(c->started_preq);
     free(c);
 }
 
@@ -490,6 +520,7 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
         if (c->node.machines > 1) {
             b->iface.peer_all_to_all = mpib_peer_all_to_all;
             b->iface.peer_all_gather = mpib_peer_all_gather;
+            b->iface.peer_all_gather_start = mpib_peer_all_gather_start;
         }
         c->users++;
         *coll = b;

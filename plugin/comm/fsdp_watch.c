@@ -211,6 +211,11 @@ static fsdp_status w_reduce_scatter_start(fsdp_coll *b, const float *full, float
             note_start(fsdp_coll_reduce_scatter_start(COLL(b), full, shard, n, ticket), "reduce-scatter",
                        full, ticket));
 }
+static fsdp_status w_peer_all_gather_start(fsdp_coll *b, float *full, size_t shard, int *ticket)
+{
+    const char *what = "exchange of updated parameters between machines";
+    WATCHED(what, full, note_start(fsdp_coll_peer_all_gather_start(COLL(b), full, shard, ticket), what, full, ticket));
+}
 static fsdp_status w_wait(fsdp_coll *b, int ticket)
 {
     const char *what = ticket >= 0 && started[ticket % FSDP_TICKETS].what ? started[ticket % FSDP_TICKETS].what
@@ -256,7 +261,9 @@ fsdp_status fsdp_watch_wrap(fsdp_ctl **ctl, fsdp_coll **coll)
                        .wait = starts ? w_wait : NULL,
                        .node_alloc = node ? w_node_alloc : NULL, .node_sync = node ? w_node_sync : NULL,
                        .peer_all_to_all = peers ? w_peer_all_to_all : NULL,
-                       .peer_all_gather = peers ? w_peer_all_gather : NULL },
+                       .peer_all_gather = peers ? w_peer_all_gather : NULL,
+                       .peer_all_gather_start = peers && starts && inner->iface.peer_all_gather_start
+                                                    ? w_peer_all_gather_start : NULL },
             .name = inner->name, .rank = inner->rank, .world = inner->world, .mem = inner->mem,
             .starts_block = inner->starts_block, .node = inner->node, .ctx = inner,
         };

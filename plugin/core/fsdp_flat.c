@@ -201,10 +201,25 @@ fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, ui
 {
     *bytes = 0;
     if (!f->in_node) return FSDP_OK;
-    c->node->stale = 1;
-    if (c->node->at.machines == 1) return FSDP_OK;
+    fsdp_node *n = c->node;
+    n->stale = 1;
+    if (n->at.machines == 1) return FSDP_OK;
     *bytes = f->nfull * sizeof(float);
-    return fsdp_coll_peer_all_gather(c->dbe, f->node, f->shard);
+    /* One on its way at a time, so that a model of many groups stays
+     * within the backend's tickets: the one before has had the exchanges
+     * since to travel with. */
+    FSDP_TRY(fsdp_flat_node_settle(c));
+    FSDP_TRY(fsdp_coll_peer_all_gather_start(c->dbe, f->node, f->shard, &n->publish_ticket));
+    n->publishing = 1;
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c)
+{
+    fsdp_node *n = c->node;
+    if (!n->publishing) return FSDP_OK;
+    n->publishing = 0;
+    return fsdp_coll_wait(c->dbe, n->publish_ticket);
 }
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
@@ -229,6 +244,7 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     } else if (c->be->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
     } else if (f->in_node) {
+        FSDP_TRY(fsdp_flat_node_settle(c));
         if (c->node->stale) FSDP_TRY(fsdp_flat_node_sync(c));
         f->full = f->node;
         f->state = FSDP_FLAT_GATHERED;
@@ -393,8 +409,9 @@ fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
     FSDP_TRY(fsdp_coll_node_sync(c->dbe));
     /* Every rank's writes before the sync are everyone's now, whichever
      * sync it was: the update's own sync after the last group leaves the
-     * next forward nothing to sync. */
-    c->node->stale = 0;
+     * next forward nothing to sync.  Parts still arriving from the peers
+     * are not among them. */
+    c->node->stale = c->node->publishing;
     return FSDP_OK;
 }
 

@@ -63,6 +63,8 @@ typedef struct fsdp_node {
     int on;
     fsdp_node_layout at;  /* the machines' shape: ranks per machine, this rank's place, its peers */
     int stale;            /* a rank wrote node-shared parameters since the last node_sync */
+    int publishing;       /* several machines: updated parts on their way to the peers (started) */
+    int publish_ticket;   /* ... the latest, whose wait completes them all */
     float *grad_slots;    /* one slot per rank of the machine, place p's at p * slot_floats */
     size_t slot_floats;   /* the largest trainable flat's full buffer */
     int slot_busy;        /* a flat accumulates its gradient in this rank's slot */
@@ -153,11 +155,16 @@ fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *
  * (when the slot is free): a node-shared flat no larger than the slot. */
 int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f);
 /* This rank wrote its own part (an optimizer step, a checkpoint load):
- * the node is stale, and on several machines the part goes to this rank's
- * peers, into their machines' node memory (collective over the peers; the
- * same flats on every rank).  *bytes: the flat's full buffer where parts
- * crossed machines, else 0. */
+ * the node is stale, and on several machines the part starts on its way
+ * to this rank's peers, into their machines' node memory (collective over
+ * the peers; the same flats on every rank).  It arrives by the next
+ * gather, which waits for it (fsdp_flat_node_settle), and runs meanwhile
+ * with the exchanges that follow.  *bytes: the flat's full buffer where
+ * parts cross machines, else 0. */
 fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, uint64_t *bytes);
+/* Waits for the parts on their way to the peers, if any; the node stays
+ * stale until the next node_sync. */
+fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c);
 
 /* SHARDED -> GATHERING: starts the all-gather without making Darknet's
  * stream wait (prefetch).  No-op where the backend cannot start
@@ -190,7 +197,8 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
 /* REDUCING -> REDUCED; no-op in any other state. */
 fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
 /* node_sync: every rank's writes to node memory before it are visible to
- * every rank after it, so the node is no longer stale. */
+ * every rank after it, so the node is no longer stale (unless parts are
+ * still on their way from the peers). */
 fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c);
 /* IN_SLOTS: the *nterms terms of this rank's gradient at offset `off` of
  * its own part: on one machine one per rank's slot, in rank order (their

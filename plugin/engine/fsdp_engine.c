@@ -22,6 +22,8 @@ fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_ctl *be, fsdp_coll *dbe)
 
 static void release_network(fsdp_engine *e)
 {
+    /* Nothing may still arrive in node memory. */
+    if (e->node.on) fsdp_flat_node_settle(&e->flat);
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat_free(&e->flat, &e->groups[g].train);
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
