@@ -20,7 +20,7 @@ shard_node_shared=1 (--node-shared 1) under full with N > 1: every buffer
 lives once in node memory, so gathers move nothing (all-gather 0 bytes, no
 backward gathers), and node_shared_bytes is the sum of the padded buffers
 plus L gradient slots of the largest trainable buffer, L the ranks per
-machine; otherwise 0.  On several machines (--hosts) each rank sends its
+machine (on several machines 2 L: L reduce slots too); otherwise 0.  On several machines (--hosts) each rank sends its
 updated part of T's buffer to its peers after each step: one all-gather
 of T's buffer per step, as grad_op's.
 Synchronized batch norm (any strategy): a group whose trainable batch-norm
@@ -165,7 +165,8 @@ def main():
     for k, v in totals.items():
         if st["bytes"][k] != v:
             bad.append("total %s = %s, theory %s" % (k, st["bytes"][k], v))
-    node_bytes += a.world // machines * slot
+    # Several machines: L reduce slots as well.
+    node_bytes += a.world // machines * slot * (2 if hybrid else 1)
     if st.get("node_shared_bytes") != node_bytes:
         bad.append("node_shared_bytes = %s, theory %s" % (st.get("node_shared_bytes"), node_bytes))
     bn = {k: int(v) for k, v in (spec.split("=") for spec in a.bn)}

@@ -165,8 +165,8 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
         fsdp_mem_free(c->mem, f->own);
     }
     fsdp_mem_give(c->mem, f->gown);
-    if (f->grad_in_node) c->node->slot_busy = 0;
-    else fsdp_mem_give(c->mem, f->grad);
+    if (f->grad_in_node && !f->grad_in_reduce_slot) c->node->slot_busy = 0;
+    else if (!f->grad_in_node) fsdp_mem_give(c->mem, f->grad);
     fsdp_mem_give(c->mem, f->save_grad);
     fsdp_mem_give(c->mem, f->pending);
     free(f->t);
@@ -272,10 +272,8 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 
 fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy)
 {
-    /* On several machines the slot serves the reduce alone (move_to_slot). */
     return f->grad_in_m ? FSDP_GRAD_AT_MOMENTUM
-           : !slot_busy && fsdp_flat_fits_slot(c, f) && c->node->at.machines == 1 ? FSDP_GRAD_AT_SLOT
-           : FSDP_GRAD_AT_BUFFER;
+           : !slot_busy && fsdp_flat_fits_slot(c, f) ? FSDP_GRAD_AT_SLOT : FSDP_GRAD_AT_BUFFER;
 }
 
 fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
@@ -306,22 +304,22 @@ void fsdp_flat_grad_unpoint(fsdp_flat *f)
     if (f->nt) point_grad(f, NULL);
 }
 
-/* Several machines: the gradient, accumulated in a buffer of its own,
- * moves into the slot to be summed on the machine before anything crosses
- * between machines.  The slot is free: it holds a gradient only from here
- * to the group's step, and groups reduce and step one at a time (an
- * accumulating gradient holding it would keep a group nested inside
- * another, or between two layers of the root, from it). */
+/* Several machines: a gradient that accumulated in a buffer of its own
+ * moves into node memory, to be summed on the machine before anything
+ * crosses between machines: into the slot when free, else (another
+ * gradient accumulates there) into the reduce slot, which is free: it
+ * holds one from a reduce to the group's step, and groups reduce and step
+ * one at a time. */
 static void move_to_slot(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     fsdp_node *n = c->node;
-    if (f->grad_in_node || f->grad_in_m || n->at.machines == 1 || n->slot_busy || !fsdp_flat_fits_slot(c, f))
-        return;
-    float *slot = n->grad_slots + (size_t)n->at.rank * n->slot_floats;
+    if (f->grad_in_node || f->grad_in_m || n->at.machines == 1 || !fsdp_flat_fits_slot(c, f)) return;
+    float *slot = (n->slot_busy ? n->reduce_slots : n->grad_slots) + (size_t)n->at.rank * n->slot_floats;
     memcpy(slot, f->grad, f->nfull * sizeof(float));
     fsdp_mem_give(c->mem, f->grad);
     f->grad = slot;
     f->grad_in_node = 1;
+    f->grad_in_reduce_slot = n->slot_busy;
     n->slot_busy = 1;
 }
 
@@ -338,9 +336,11 @@ static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_flat *f)
         fsdp_mem_give(c->mem, send);
         return FSDP_ERR_NOMEM;
     }
+    /* Every rank of the machine holds this flat's gradient in the same kind of slot. */
+    const float *slots = f->grad_in_reduce_slot ? n->reduce_slots : n->grad_slots;
     for (size_t k = 0; k < m; ++k) {
         size_t at = (size_t)n->at.peers[k] * sh;
-        for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
+        for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = slots + (size_t)q * n->slot_floats + at;
         fsdp_sum_rows(send + k * sh, n->terms, n->at.ranks, 0, sh);
     }
     fsdp_status s = fsdp_coll_peer_all_to_all(c->dbe, send, f->gown, sh);
@@ -436,8 +436,9 @@ fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
         fsdp_mem_give(c->mem, f->gown);   /* the machines' sums, where there were several */
         f->gown = NULL;
         f->grad = NULL;
-        f->grad_in_node = 0;
-        c->node->slot_busy = 0;
+        /* From the reduce slot: the gradient accumulating in the slot keeps it. */
+        if (!f->grad_in_reduce_slot) c->node->slot_busy = 0;
+        f->grad_in_node = f->grad_in_reduce_slot = 0;
         f->grad_state = FSDP_GRAD_NONE;
         return fsdp_flat_node_sync(c);
     }

@@ -25,9 +25,11 @@
  * part and its peers' (the ranks in its place on the other machines),
  * exchanges those sums with its peers (`gown` then holds one term per
  * machine), and after its step sends its updated part to them, which
- * write it into their machines' node memory.  There gradients accumulate
- * in buffers of their own and move into the slot to be reduced (it holds
- * one from a group's reduce to its step, which come at once).
+ * write it into their machines' node memory.  A gradient that accumulated
+ * in a buffer of its own moves into the slot to be reduced, or where
+ * another gradient accumulates there (a group nested in another, or
+ * between two layers of the root), into this rank's reduce slot, which
+ * holds one from a group's reduce to its step, which come at once.
  * Gradients (trainable flats) are in one of four:
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
@@ -66,6 +68,8 @@ typedef struct fsdp_node {
     int publishing;       /* several machines: updated parts on their way to the peers (started) */
     int publish_ticket;   /* ... the latest, whose wait completes them all */
     float *grad_slots;    /* one slot per rank of the machine, place p's at p * slot_floats */
+    float *reduce_slots;  /* several machines: as many again, for a gradient that reduces while
+                           * another accumulates in the slot (a group nested in another) */
     size_t slot_floats;   /* the largest trainable flat's full buffer */
     int slot_busy;        /* a flat accumulates its gradient in this rank's slot */
     const float **terms;  /* max(ranks per machine, machines) pointers: a sum's terms (scratch) */
@@ -125,6 +129,7 @@ typedef struct fsdp_flat {
     int gather_ticket;
     float *grad;         /* full-size gradient (ACCUMULATING) */
     int grad_in_node;    /* grad is this rank's slot of node memory */
+    int grad_in_reduce_slot;   /* ... its reduce slot (several machines) */
     float *rs_source;    /* what a reduce-scatter in flight reads (REDUCING), ticket rs_ticket */
     int rs_ticket;
     float *gown;         /* reduced gradient for own (REDUCING: being written; REDUCED) */
@@ -178,8 +183,8 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
 void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f);
 
 /* Where a gradient that starts accumulating goes: the momentum (a world of
- * one under SGD), this rank's node slot (free, the flat fits it, and one
- * machine), or a full-size buffer of its own.  grad_point follows it, and so does the
+ * one under SGD), this rank's node slot (free, and the flat fits it), or a
+ * full-size buffer of its own.  grad_point follows it, and so does the
  * memory prediction, with the slot's state of the moment. */
 typedef enum { FSDP_GRAD_AT_MOMENTUM = 0, FSDP_GRAD_AT_SLOT, FSDP_GRAD_AT_BUFFER } fsdp_grad_place;
 fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy);

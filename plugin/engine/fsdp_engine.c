@@ -182,15 +182,20 @@ static fsdp_status share_node(fsdp_engine *e)
     const float **terms = malloc((size_t)nterms * sizeof *terms);
     if (!terms) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     e->node.terms = terms;   /* owned from here on, freed with the network */
-    float *base = NULL, *slots = NULL;
+    float *base = NULL, *slots = NULL, *reduce_slots = NULL;
     fsdp_status s = fsdp_coll_node_alloc(e->dbe, total, &base);
-    /* Nothing trains (a frozen model under inference): no gradient slots. */
-    if (s == FSDP_OK && slot) s = fsdp_coll_node_alloc(e->dbe, slot * (size_t)at.ranks, &slots);
+    /* Nothing trains (a frozen model under inference): no gradient slots.
+     * Reduce slots on several machines: their pages count only where a
+     * gradient reduces while another accumulates in the slot. */
+    int nslots = at.machines > 1 ? 2 : 1;
+    if (s == FSDP_OK && slot) s = fsdp_coll_node_alloc(e->dbe, slot * (size_t)at.ranks * (size_t)nslots, &slots);
+    if (s == FSDP_OK && slot && nslots == 2) reduce_slots = slots + slot * (size_t)at.ranks;
     /* Each machine decides its own node memory: every machine stops when one cannot. */
     FSDP_TRY(fsdp_ctl_all_ok(e->be, s, FSDP_ERR_NOMEM, "had no room for node memory"));
     /* The first gather syncs. */
-    e->node = (fsdp_node){ .on = 1, .at = at, .stale = 1, .grad_slots = slots, .slot_floats = slot, .terms = terms };
-    e->node_bytes = (total + slot * (size_t)at.ranks) * sizeof(float);
+    e->node = (fsdp_node){ .on = 1, .at = at, .stale = 1, .grad_slots = slots, .reduce_slots = reduce_slots,
+                           .slot_floats = slot, .terms = terms };
+    e->node_bytes = (total + slot * (size_t)at.ranks * (size_t)nslots) * sizeof(float);
     size_t off = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };

@@ -192,6 +192,7 @@ typedef struct sim_flat {
     fsdp_flat_state state;
     fsdp_grad_state grad_state;
     int in_slot;        /* the gradient accumulates in this rank's node slot */
+    int in_reduce_slot; /* ... in its reduce slot (several machines) */
     size_t full, gradbuf, gownbuf, rsbuf;   /* buffers held, bytes (0: none) */
 } sim_flat;
 
@@ -205,6 +206,7 @@ typedef struct sim {
     int async_ag;       /* ... and all-gathers (prefetch) */
     int inflight;       /* the group whose reduce-scatter is in flight, or -1 */
     int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
+    int reduce_slot_used;   /* a gradient reduced from the reduce slot */
     fsdp_group_tally *bytes;   /* per group, when counting; else NULL */
     uint64_t weight;    /* micro-batches the one being run stands for */
 } sim;
@@ -290,7 +292,8 @@ static void sim_update_group(sim *s, int k)
     sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
     s->updated[k] = 1;
     if (!f->nt) return;
-    if (f->in_slot) f->in_slot = s->slot_busy = 0;
+    if (f->in_slot && !f->in_reduce_slot) s->slot_busy = 0;
+    f->in_slot = f->in_reduce_slot = 0;
     give(s, &f->gownbuf);
     give(s, &f->gradbuf);
     f->grad_state = FSDP_GRAD_NONE;
@@ -314,9 +317,11 @@ static void sim_reduce(sim *s, int k)
     sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return;
     count(s, k, 0, f->rs, f->ar, 0);
-    if (f->hybrid && !f->in_slot && f->gradbuf && !s->slot_busy) {
-        /* Into the slot, to be summed on the machine first. */
+    if (f->hybrid && !f->in_slot && f->gradbuf) {
+        /* Into the slot (else the reduce slot), to be summed on the machine first. */
         give(s, &f->gradbuf);
+        f->in_reduce_slot = s->slot_busy;
+        s->reduce_slot_used |= s->slot_busy;
         f->in_slot = s->slot_busy = 1;
     }
     if (f->in_slot) {
@@ -449,14 +454,17 @@ static void sim_free(sim *s)
     free(s->updated);
 }
 
-static size_t step_buffers(const fsdp_engine *e, const network *net)
+/* *reduce_slot: whether a gradient reduced from the reduce slot. */
+static size_t step_buffers(const fsdp_engine *e, const network *net, int *reduce_slot)
 {
     sim s;
+    *reduce_slot = 0;
     if (!sim_init(&s, e)) return 0;
     /* The second step finds the pool as the first left it. */
     sim_step(&s, net->subdivisions);
     sim_step(&s, net->subdivisions);
     sim_free(&s);
+    *reduce_slot = s.reduce_slot_used;
     return s.pool.footprint;
 }
 
@@ -502,8 +510,9 @@ static size_t slot_parts_read(const fsdp_engine *e, const int *owners, int nowne
  * model state counts), for the rank that touches most: every parameter
  * (forward reads them all), its own gradient slot, and the parts of the
  * other slots of its machine it sums (on several machines, its own and
- * its peers', the ranks in its place on each machine). */
-static size_t node_resident(const fsdp_engine *e)
+ * its peers', the ranks in its place on each machine); the same again of
+ * the reduce slots where a gradient reduces from them. */
+static size_t node_resident(const fsdp_engine *e, int reduce_slot)
 {
     if (!e->node.on) return 0;
     const fsdp_node_layout *at = &e->node.at;
@@ -525,7 +534,8 @@ static size_t node_resident(const fsdp_engine *e)
         if (p > parts) parts = p;
     }
     free(owners);
-    return (params - own + e->node.slot_floats + (size_t)(at->ranks - 1) * parts) * sizeof(float);
+    size_t slots = e->node.slot_floats + (size_t)(at->ranks - 1) * parts;
+    return (params - own + slots * (size_t)(1 + reduce_slot)) * sizeof(float);
 }
 
 void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, int loads_weights,
@@ -536,8 +546,9 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed
                        fsdp_recompute_bytes(&e->rc);
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
-    out->step_buffers = step_buffers(e, net);
-    out->node_shared = node_resident(e);
+    int reduce_slot;
+    out->step_buffers = step_buffers(e, net, &reduce_slot);
+    out->node_shared = node_resident(e, reduce_slot);
     size_t step = out->model_state + out->node_shared + out->step_buffers, most = out->build;
     if (out->setup > most) most = out->setup;
     if (step > most) most = step;
