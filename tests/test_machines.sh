@@ -47,7 +47,8 @@ train_2h() {
 }
 
 # ---- faults: one launch with a fault put in once training runs ------------
-# run_fault WHAT TIMEOUT PATTERN FAULT...: trains long.cfg on 2 ranks (one per
+# run_fault WHAT TIMEOUT PATTERN FAULT...: trains long.cfg ($FAULT_CFG, else
+# $WORK/long.cfg) on 2 ranks (one per
 # machine) with -fsdp-timeout TIMEOUT; after the first save runs FAULT; then
 # every process on both machines must be gone within TIMEOUT + 15 s of it,
 # mpirun non-zero, its output matching PATTERN, and every weights and
@@ -59,7 +60,7 @@ run_fault() {
   local bound=$((to + 15)) why="" rc=0 t0 gone
   rm -rf "$D/backup"; mkdir -p "$D/backup"
   (cd "$D" && on_a timeout -k 5 $((bound + 60)) "${TH_MPIRUN[@]}" -np 2 --map-by node "$DN" -plugin "$PLUGIN" \
-     classifier train "$D/data.data" "$WORK/long.cfg" -fsdp-timeout "$to" -fsdp-checkpoint > "$WORK/fault.log" 2>&1) &
+     classifier train "$D/data.data" "${FAULT_CFG:-$WORK/long.cfg}" -fsdp-timeout "$to" -fsdp-checkpoint > "$WORK/fault.log" 2>&1) &
   local mp=$!
   for _ in $(seq 300); do [ -e "$D/backup/long_1.weights.fsdp-1-of-2" ] && break; sleep 0.1; done
   t0=$(date +%s%N)
@@ -196,6 +197,12 @@ cut|kill_stop)
     check "-fsdp-timeout 5 below the keepalive's 11 s: rank 0's note names the flags, once" \
       [ "$(grep -c "$NOTE.*--mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2" "$WORK/fault.log")" = 1 ]
     run_fault "a remote rank stopped" 15 "rank 0: .* made no progress for [0-9]+ s \(-fsdp-timeout 15\)" stop_remote_rank
+    # Under hybrid sharding (node memory on each machine, one rank each) the
+    # ranks wait in the exchanges between peers, which the watchdog times too.
+    mkdir -p "$WORK/hybrid"
+    sed 's/^\[net\]$/[net]\nshard_node_shared=1/' "$WORK/long.cfg" > "$WORK/hybrid/long.cfg"
+    FAULT_CFG=$WORK/hybrid/long.cfg run_fault "hybrid sharding, a remote rank stopped" 15 \
+      "rank 0: .* made no progress for [0-9]+ s \(-fsdp-timeout 15\)" stop_remote_rank
   fi
   ;;
 
