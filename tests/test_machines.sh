@@ -46,6 +46,14 @@ train_2h() {
   cp "$(dirname "$data")/backup/$base.weights" "$out"
 }
 
+# residual_cfg OUT STEPS BATCH [KEY...]: cfg/tests/residual.cfg for STEPS
+# steps of BATCH per rank, each KEY added to [net].
+residual_cfg() {
+  local out=$1 steps=$2 batch=$3 k; shift 3
+  sed -e "s/^batch=.*/batch=$batch/; s/^max_batches=.*/max_batches=$steps/" "$S/cfg/tests/residual.cfg" > "$out"
+  for k in "$@"; do sed -i "s/^\[net\]$/[net]\n$k/" "$out"; done
+}
+
 # ---- faults: one launch with a fault put in once training runs ------------
 # run_fault WHAT TIMEOUT PATTERN FAULT...: trains long.cfg ($FAULT_CFG, else
 # $WORK/long.cfg) on 2 ranks (one per
@@ -210,10 +218,9 @@ checkpoint)
   # As tests/test_checkpoint.sh: 3 steps, save, resume for 3 more, against 6
   # in one go; 2 ranks (a sum of two floats is the same in either order).
   make_data "$D" --classes 3 --per-class 16
-  mk() { sed -e "s/^batch=.*/batch=4/; s/^max_batches=.*/max_batches=$2/" "$S/cfg/tests/residual.cfg" > "$1"; }
   mkdir -p "$WORK/a" "$WORK/b"
-  mk "$WORK/a/residual.cfg" 6
-  mk "$WORK/b/residual.cfg" 3
+  residual_cfg "$WORK/a/residual.cfg" 6 4
+  residual_cfg "$WORK/b/residual.cfg" 3 4
   train_np "$WORK/straight.w" 2 "$D/data.data" "$WORK/a/residual.cfg" -seed 3
   for way in "two machines:one" "one:two machines"; do
     from=${way%%:*} to=${way#*:}
@@ -317,12 +324,12 @@ print("%d %d" % (max(h), min(f)), "ok" if all(x * 2 <= y for x, y in zip(h, f)) 
   # Checkpoints: 3 steps under hybrid sharding, resumed for 3 more under it
   # (bit for bit the 6 in one go) and under full on one machine (the same
   # weights as stock Darknet's 6 steps, to float tolerance), and the reverse.
-  mk() { sed -e "s/^batch=.*/batch=$3/; s/^max_batches=.*/max_batches=$2/" "$S/cfg/tests/residual.cfg" > "$1"
-         [ "$4" = 0 ] || sed -i 's/^\[net\]$/[net]\nshard_node_shared=1/' "$1"; }
   mkdir -p "$WORK/a" "$WORK/b" "$WORK/c" "$WORK/d" "$WORK/s"
-  mk "$WORK/a/residual.cfg" 6 $b 1; mk "$WORK/b/residual.cfg" 3 $b 1
-  mk "$WORK/c/residual.cfg" 6 $b 0; mk "$WORK/d/residual.cfg" 3 $b 0
-  mk "$WORK/s/residual.cfg" 6 $((b * np)) 0
+  residual_cfg "$WORK/a/residual.cfg" 6 $b shard_node_shared=1
+  residual_cfg "$WORK/b/residual.cfg" 3 $b shard_node_shared=1
+  residual_cfg "$WORK/c/residual.cfg" 6 $b
+  residual_cfg "$WORK/d/residual.cfg" 3 $b
+  residual_cfg "$WORK/s/residual.cfg" 6 $((b * np))
   train "$WORK/stock6.w" "$D/data.data" "$WORK/s/residual.cfg" -seed 3
   train_2h "$WORK/straight.w" $np "$D/data.data" "$WORK/a/residual.cfg" -seed 3 || fail "hybrid, 6 steps, ran"
   check "hybrid, residual.cfg: 6 steps equal stock Darknet's with batch $((b * np))" \

@@ -306,19 +306,29 @@ static fsdp_status mpib_node_sync(fsdp_coll *b)
 
 /* ---- between machines: a rank and its peers ------------------------------ */
 
-/* count floats from to[k] to peer k and from peer k into from[k], for
- * every peer but this rank, in chunks of at most `limit`. */
+/* Posts k floats from to[q] + off to peer q and from peer q into
+ * from[q] + off, for every peer but this rank, under `tag`, into req;
+ * *n: how many requests. */
+static fsdp_status post_peers(mpib_ctx *c, size_t off, int k, int tag, MPI_Request *req, int *n)
+{
+    int me = 0;
+    *n = 0;
+    mpiCheck(MPI_Comm_rank(c->peers, &me));
+    for (int q = 0; q < c->node.machines; ++q) {
+        if (q == me) continue;
+        mpiCheck(MPI_Irecv(c->from[q] + off, k, MPI_FLOAT, q, tag, c->peers, &req[(*n)++]));
+        mpiCheck(MPI_Isend(c->to[q] + off, k, MPI_FLOAT, q, tag, c->peers, &req[(*n)++]));
+    }
+    return FSDP_OK;
+}
+
+/* count floats from to[k] to peer k and from peer k into from[k], in
+ * chunks of at most `limit`. */
 static fsdp_status peer_exchange(mpib_ctx *c, size_t count)
 {
-    int me = 0, m = c->node.machines;
-    mpiCheck(MPI_Comm_rank(c->peers, &me));
     for (size_t off = 0; off < count; off += c->limit) {
-        int k = (int)min_size(c->limit, count - off), n = 0;
-        for (int q = 0; q < m; ++q) {
-            if (q == me) continue;
-            mpiCheck(MPI_Irecv(c->from[q] + off, k, MPI_FLOAT, q, 0, c->peers, &c->preq[n++]));
-            mpiCheck(MPI_Isend(c->to[q] + off, k, MPI_FLOAT, q, 0, c->peers, &c->preq[n++]));
-        }
+        int n;
+        FSDP_TRY(post_peers(c, off, (int)min_size(c->limit, count - off), 0, c->preq, &n));
         mpiCheck(MPI_Waitall(n, c->preq, MPI_STATUSES_IGNORE));
     }
     return FSDP_OK;
@@ -330,19 +340,25 @@ static fsdp_status mpib_peer_all_to_all(fsdp_coll *b, const float *send, float *
     for (int q = 0; q < c->node.machines; ++q) {
         c->to[q] = send + (size_t)q * count;
         c->from[q] = recv + (size_t)q * count;
-        if (c->node.peers[q] == b->rank && send != recv) memcpy(c->from[q], c->to[q], count * sizeof(float));
+        if (c->node.peers[q] == b->rank) memcpy(c->from[q], c->to[q], count * sizeof(float));
     }
     return peer_exchange(c, count);
 }
 
-static fsdp_status mpib_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
+/* Each peer's part of full at its world rank's place. */
+static void aim_gather(fsdp_coll *b, float *full, size_t shard)
 {
     mpib_ctx *c = b->ctx;
     for (int q = 0; q < c->node.machines; ++q) {
         c->to[q] = full + (size_t)b->rank * shard;
         c->from[q] = full + (size_t)c->node.peers[q] * shard;
     }
-    return peer_exchange(c, shard);
+}
+
+static fsdp_status mpib_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
+{
+    aim_gather(b, full, shard);
+    return peer_exchange(b->ctx, shard);
 }
 
 /* Started: one chunk's sends and receives posted under the ticket's slot
@@ -354,16 +370,10 @@ static fsdp_status mpib_peer_all_gather_start(fsdp_coll *b, float *full, size_t 
     *ticket = -1;
     FSDP_TRY(mpib_ticket(b, &req, ticket));
     if (shard == 0 || shard > c->limit) return mpib_peer_all_gather(b, full, shard);
-    int slot = (int)(req - c->req), me = 0, n = 0;
-    MPI_Request *pr = c->started_preq + (size_t)slot * 2 * c->node.machines;
-    mpiCheck(MPI_Comm_rank(c->peers, &me));
-    for (int q = 0; q < c->node.machines; ++q) {
-        if (q == me) continue;
-        mpiCheck(MPI_Irecv(full + (size_t)c->node.peers[q] * shard, (int)shard, MPI_FLOAT, q, 1, c->peers, &pr[n++]));
-        mpiCheck(MPI_Isend(full + (size_t)b->rank * shard, (int)shard, MPI_FLOAT, q, 1, c->peers, &pr[n++]));
-    }
-    c->npeer_started[slot] = n;
-    return FSDP_OK;
+    int slot = (int)(req - c->req);
+    aim_gather(b, full, shard);
+    return post_peers(c, 0, (int)shard, 1, c->started_preq + (size_t)slot * 2 * c->node.machines,
+                      &c->npeer_started[slot]);
 }
 
 /* Several machines of equal ranks with node memory: the layout, and this
