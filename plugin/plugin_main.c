@@ -160,9 +160,10 @@ static int h_built(void *c, network *net, const char *cfg)
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
     fsdp_engine *e = c;
-    if (fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels)) return DN_OK;
-    fsdp_status s = fsdp_bn_sync(&bn, net, layer, what, x, channels, count);
-    if (s == FSDP_OK) fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
+    int replayed;
+    fsdp_status s = fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed);
+    if (s == FSDP_OK && !replayed) s = fsdp_bn_sync(&bn, net, layer, what, x, channels, count);
+    if (s == FSDP_OK && !replayed) s = fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
     return to_dn(s);
 }
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
@@ -494,8 +495,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
      * stay in the heap. */
     mallopt(M_MMAP_THRESHOLD, FSDP_MMAP_THRESHOLD);
 #ifdef GPU
-    /* Frozen layers wrap Darknet's device functions too (fsdp_frozen.h). */
+    /* Frozen layers wrap Darknet's device functions too (fsdp_frozen.h), and
+     * recomputed groups run their device forward again (fsdp_recompute.h). */
     fsdp_frozen_use_device(&fsdp_frozen_gpu);
+    fsdp_recompute_use_device(&fsdp_recompute_gpu);
 #endif
     fsdp_flags flags;
     fsdp_status s = fsdp_flags_take(argc, argv, &flags);

@@ -7,4 +7,11 @@ if(FSDP_GPU)
   add_test(NAME gpu_engine COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu.sh)
   set_tests_properties(gpu_engine PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600
     ENVIRONMENT "${FSDP_TEST_ENV};FSDP_CPU_BUILD=${FSDP_CPU_BUILD_DIR}")
+  # Activation recomputation on the device (test_recompute.sh gpu): batch
+  # norm, a shortcut, a route past a group and a dropout replayed, at world 1
+  # and on 2 ranks sharing the GPU; and a detector that resizes.
+  add_test(NAME recompute_gpu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_recompute.sh 2 dropout_inside gpu)
+  add_test(NAME recompute_gpu_detector COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_recompute.sh detector gpu)
+  set_tests_properties(recompute_gpu_np2 recompute_gpu_detector PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    TIMEOUT 600 ENVIRONMENT "${FSDP_TEST_ENV}")
 endif()

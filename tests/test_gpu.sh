@@ -102,14 +102,4 @@ check "GPU sync_bn, 2 ranks on one GPU (mpi), equal stock Darknet (cuDNN) with b
   "$WDIFF" "$WORK/bn-stock.w" "$WORK/bn-sync2.w" --tol 1e-3
 check "GPU sync_bn: every rank's rolling statistics bit-identical" \
   python3 -c "import json,sys; r=json.load(open('$WORK/bn-sync.json'))['bn_rolling']; sys.exit(0 if r['checks'] >= 1 and r['differ'] == 0 else 1)"
-# 7. Recomputed activations (recompute=1) run on the host only: a GPU run is
-# refused before any work, on every rank, naming the cfg line.
-c=$WORK/recompute.cfg
-sed 's/^\[net\]$/[net]\nrecompute=1/' "$S/cfg/tests/residual.cfg" > "$c"
-rc=0
-out=$(cd "$D" && timeout 120 "${MPIRUN[@]}" -np 2 "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" "$c" \
-  -fsdp-backend mpi-staged 2>&1) || rc=$?
-line=$(grep -n -m1 '^recompute=1$' "$c" | cut -d: -f1)
-check "GPU recompute=1 refused by cfg line, non-zero (exit $rc)" \
-  bash -c '[ "$1" != 0 ] && grep -q "recompute.cfg:$2: recompute=1: a GPU run cannot recompute activations yet" <<< "$3"' _ "$rc" "$line" "$out"
 finish

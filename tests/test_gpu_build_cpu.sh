@@ -25,9 +25,10 @@ check "stock Darknet: GPU build -nogpu equals the CPU build" \
   "$WDIFF" "$WORK/stock-cpu.w" "$WORK/stock-gpu.w" --tol 1e-6
 
 # The plugin on one rank and on two, each cfg's layer types (rnn, gru,
-# deconvolutional, residual routes), SGD and Adam, prefetch.
+# deconvolutional, residual routes), SGD and Adam, prefetch, recomputed
+# activations (the GPU build's host recomputation).
 for spec in "tiny 1" "residual 2 shard_prefetch=1" "rnn 2" "layers 1" "layers 2 shard=grad_op" \
-            "tiny 2 adam=1"; do
+            "tiny 2 adam=1" "residual 2 recompute=1"; do
   read -r name np keys <<< "$spec"
   # shellcheck disable=SC2086 # keys: a list
   c=$(test_cfg "$name" 4 $keys)

@@ -2,7 +2,8 @@
  * host code they reproduce: fsdp_sgd_gpu / fsdp_adam_gpu against fsdp_sgd /
  * fsdp_adam (fsdp_optim.c), with and without a gradient, with and without
  * decay, on seeded random data; fsdp_bn_inference_delta_gpu against the
- * engine's host loop.  Each comparison passes with a largest relative error
+ * engine's host loop; fsdp_dropout_replay_gpu against Darknet's dropout
+ * formula.  Each comparison passes with a largest relative error
  * of at most 1e-6 (the kernels round as the host does, so 0 is expected; the
  * count of elements that differ in any bit is printed too).  Arrays longer
  * than INT_MAX elements are checked where the GPU has the memory.
@@ -209,6 +210,28 @@ static void check_bn(int batch, int channels, int spatial)
     free(var);
 }
 
+/* --- dropout replay ------------------------------------------------------ */
+
+/* Darknet's dropout kernel (dropout_layer_kernels.cu), which the replay
+ * must match bit for bit; every element differing counts. */
+static void check_dropout(size_t n, float probability)
+{
+    float *x = host_floats(n, -3, 3), *rnd = host_floats(n, 0, 1);
+    float *dx = to_device(x, n), *dr = to_device(rnd, n);
+    float scale = 1.f / (1.f - probability);
+    for (size_t i = 0; i < n; i++)
+        x[i] = rnd[i] < probability ? 0 : x[i] * scale;
+    fsdp_dropout_replay_gpu(dx, dr, n, probability, scale);
+    launched("fsdp_dropout_replay_gpu");
+    char what[96];
+    snprintf(what, sizeof what, "dropout replay, probability %.2f", probability);
+    expect_close(what, dx, x, n, 0);
+    cudaFree(dx);
+    cudaFree(dr);
+    free(x);
+    free(rnd);
+}
+
 /* --- more than INT_MAX elements ------------------------------------------ */
 
 /* Does the GPU have `bytes` free, with 1 GiB to spare?  If not, say that
@@ -357,11 +380,14 @@ int main(int argc, char **argv)
     check_bn(3, 17, 49);
     check_bn(2, 5, 1);
     check_bn(8, 64, 32 * 32);
+    check_dropout(1000, .5f);
+    check_dropout(9000001, .1f);
     /* n == 0 launches nothing and reports nothing. */
     fsdp_optim_args a = sgd_args();
     fsdp_sgd_gpu(NULL, NULL, NULL, 0, 1, &a);
     fsdp_adam_gpu(NULL, NULL, NULL, NULL, 0, &a);
     fsdp_bn_inference_delta_gpu(NULL, NULL, NULL, 0, 4, 4);
+    fsdp_dropout_replay_gpu(NULL, NULL, 0, .5f, 2);
     launched("zero-length launches");
     check_sgd_huge();
     check_bn_huge();

@@ -131,7 +131,7 @@ float **fsdp_layer_act(layer *l, fsdp_act_array which, int device)
     }
 }
 
-void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance)
+void fsdp_layer_rolling(const layer *l, int device, float **mean, float **variance)
 {
 #ifdef GPU
     if (device) {

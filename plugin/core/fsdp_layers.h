@@ -65,7 +65,7 @@ float **fsdp_layer_act(layer *l, fsdp_act_array which, int device);
 
 /* A batch-norm layer's rolling mean and variance: the host arrays, or with
  * device their *_gpu twins, as fsdp_layer_act. */
-void fsdp_layer_rolling(const layer *l, int device, const float **mean, const float **variance);
+void fsdp_layer_rolling(const layer *l, int device, float **mean, float **variance);
 
 /* Fills in[] with the indexes of the layers whose outputs layer `index`
  * reads; returns how many (at most FSDP_MAX_INPUTS). */

@@ -241,3 +241,16 @@ fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src
 {
     return copy(m, dst, src, n, 0);
 }
+
+fsdp_status fsdp_mem_copy(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+#ifdef GPU
+    if (m->device) {
+        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, DN_COMPUTE_STREAM));
+        return FSDP_OK;
+    }
+#endif
+    (void)m;
+    memcpy(dst, src, n * sizeof(float));
+    return FSDP_OK;
+}

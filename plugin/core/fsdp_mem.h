@@ -96,4 +96,8 @@ fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *s
 /* n floats from a buffer of this kind into host memory. */
 fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
 
+/* n floats from one buffer of this kind into another (on the device in
+ * order on Darknet's stream, so a kernel launched later reads dst). */
+fsdp_status fsdp_mem_copy(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
+
 #endif

@@ -111,6 +111,18 @@ extern "C" void fsdp_bn_inference_delta_gpu(float *delta, const float *scales,
         delta, scales, rolling_variance, n, (size_t)channels, (size_t)spatial);
 }
 
+/* One multiplication, rounded as Darknet's kernel rounds it: nothing to contract. */
+__global__ void dropout_replay_kernel(float *x, const float *rand, size_t n, float probability, float scale)
+{
+    GRID_STRIDE(i, n) x[i] = rand[i] < probability ? 0 : __fmul_rn(x[i], scale);
+}
+
+extern "C" void fsdp_dropout_replay_gpu(float *x, const float *rand, size_t n, float probability, float scale)
+{
+    if (!n) return;
+    dropout_replay_kernel<<<blocks_for(n), FSDP_BLOCK, 0, DN_COMPUTE_STREAM>>>(x, rand, n, probability, scale);
+}
+
 /* cudaGetLastError also clears a launch error, so one failure is reported once. */
 extern "C" fsdp_status fsdp_kernels_status(void)
 {

@@ -24,6 +24,11 @@ void fsdp_bn_inference_delta_gpu(float *delta, const float *scales, const float 
                                  int batch, int channels, int spatial);
 /* x[0 .. n) *= a (synchronized batch norm's global factor, through fsdp_mem_scale). */
 void fsdp_bn_scale_gpu(float *x, int n, float a);
+/* x[i] = rand[i] < probability ? 0 : x[i] * scale for i < n: a dropout
+ * layer's device forward replayed with the draws it kept (rand), as
+ * Darknet's dropout kernel computes it (activation recomputation,
+ * fsdp_recompute.h). */
+void fsdp_dropout_replay_gpu(float *x, const float *rand, size_t n, float probability, float scale);
 /* FSDP_OK, or FSDP_ERR_CUDA with the pending launch error printed. */
 fsdp_status fsdp_kernels_status(void);
 

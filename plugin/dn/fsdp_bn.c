@@ -125,7 +125,7 @@ fsdp_status fsdp_bn_check_rolling(fsdp_bn *bn, network *net)
     for (int i = 0; i < net->n && s == FSDP_OK; ++i) {
         layer *l = &net->layers[i];
         if (!fsdp_layer_has_bn(l) || !l->rolling_mean || !l->rolling_variance) continue;
-        const float *m, *v;
+        float *m, *v;
         fsdp_layer_rolling(l, bn->mem->device, &m, &v);
         if (bn->mem->device) {
             /* Darknet trains the device copies; the host ones are stale. */

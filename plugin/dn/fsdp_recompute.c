@@ -17,6 +17,39 @@ enum { OUTSIDE = 0, INNER, KEPT, WHOLE, ALIAS };
 /* The roles whose own arrays the arena holds some of. */
 static int in_arena(int role) { return role == INNER || role == KEPT; }
 
+/* ---- running a layer's forward again ------------------------------------- */
+
+static void host_forward(network *net, int k)
+{
+    layer l = net->layers[k];
+    network n = *net;
+    if (k) n.input = net->layers[k - 1].output;
+    n.index = k;
+    l.forward(l, n);
+}
+
+/* As forward_dropout_layer scaled its input (a dropout never starts a
+ * recomputed group: k - 1 is in it). */
+static fsdp_status host_dropout(network *net, int k)
+{
+    const layer *l = &net->layers[k];
+    float *input = net->layers[k - 1].output;
+    for (size_t i = 0; i < (size_t)l->batch * l->inputs; ++i)
+        input[i] = l->rand[i] < l->probability ? 0 : input[i] * l->scale;
+    return FSDP_OK;
+}
+
+static const fsdp_recompute_ops host_ops = { host_forward, host_dropout };
+static const fsdp_recompute_ops *device_ops;
+
+void fsdp_recompute_use_device(const fsdp_recompute_ops *ops) { device_ops = ops; }
+
+/* A layer's array `f` in the memory the layers compute with. */
+static float **act(const fsdp_recompute *r, layer *l, fsdp_act_array f)
+{
+    return fsdp_layer_act(l, f, r->mem.device);
+}
+
 /* An inner layer's output, delta (unless the delta pool holds it), x and
  * x_norm; a kept one's x and x_norm. */
 static size_t arena_floats(const fsdp_recompute *r, const layer *l, int k)
@@ -116,9 +149,9 @@ fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, co
         r->span[2 * g] = r->group_on[g] ? info->layers[0] : -1;
         r->span[2 * g + 1] = r->group_on[g] ? info->layers[info->nlayers - 1] : -1;
     }
-    if (r->ngroups_on && device)
-        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s:%d: recompute=1: a GPU run cannot recompute activations yet "
-                         "(host runs can: -nogpu, or a CPU build)", file, line);
+    if (r->ngroups_on && device && !device_ops)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s:%d: recompute=1: this plugin was built without the device "
+                         "recomputation a GPU run needs (-nogpu runs on the host)", file, line);
     return FSDP_OK;
 }
 
@@ -164,25 +197,25 @@ static fsdp_status layout(fsdp_recompute *r, const network *net)
 }
 
 /* A dropout follows its input's output and delta. */
-static void follow(layer *l, const layer *input)
+static void follow(const fsdp_recompute *r, layer *l, layer *input)
 {
-    l->output = input->output;
-    l->delta = input->delta;
+    *act(r, l, FSDP_ACT_OUTPUT) = *act(r, input, FSDP_ACT_OUTPUT);
+    *act(r, l, FSDP_ACT_DELTA) = *act(r, input, FSDP_ACT_DELTA);
 }
 
 /* Darknet's own arrays of the inner layers go back (NULL). */
 static void give_back(const fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
 {
     for (int k = 0; k < r->n; ++k) {
-        if (r->role[k] == ALIAS) follow(&net->layers[k], &net->layers[k - 1]);
+        if (r->role[k] == ALIAS) follow(r, &net->layers[k], &net->layers[k - 1]);
         if (!in_arena(r->role[k])) continue;
         layer *l = &net->layers[k];
         if (r->role[k] == INNER) {
-            fsdp_mem_free_darknet(m, &l->output);
-            if (!r->pooled[k]) fsdp_mem_free_darknet(m, &l->delta);
+            fsdp_mem_free_darknet(m, act(r, l, FSDP_ACT_OUTPUT));
+            if (!r->pooled[k]) fsdp_mem_free_darknet(m, act(r, l, FSDP_ACT_DELTA));
         }
-        fsdp_mem_free_darknet(m, &l->x);
-        fsdp_mem_free_darknet(m, &l->x_norm);
+        fsdp_mem_free_darknet(m, act(r, l, FSDP_ACT_X));
+        fsdp_mem_free_darknet(m, act(r, l, FSDP_ACT_X_NORM));
     }
 }
 
@@ -190,6 +223,8 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
                                  const fsdp_delta_pool *deltas)
 {
     r->set_up = 1;
+    r->mem = (fsdp_mem_ctx){ .device = m->device, .align = m->align, .no_pool = m->no_pool };
+    r->ops = m->device ? device_ops : &host_ops;
     if (!r->ngroups_on) return FSDP_OK;
     r->role = calloc((size_t)r->n, sizeof *r->role);
     r->pooled = calloc((size_t)r->n, sizeof *r->pooled);
@@ -203,8 +238,8 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
     give_back(r, m, net);
     r->arena_floats = r->arena_need;
     r->arena = r->arena_floats ? fsdp_mem_alloc(m, r->arena_floats, 0) : NULL;
-    r->rolling = r->stat_floats ? malloc(r->stat_floats * sizeof *r->rolling) : NULL;
-    r->replay = r->stat_floats ? calloc(r->stat_floats, sizeof *r->replay) : NULL;
+    r->rolling = r->stat_floats ? fsdp_mem_alloc(m, r->stat_floats, 0) : NULL;
+    r->replay = r->stat_floats ? fsdp_mem_alloc(m, r->stat_floats, 1) : NULL;
     if ((r->arena_floats && !r->arena) || (r->stat_floats && (!r->rolling || !r->replay)))
         return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for the recomputed groups' activations (%zu MB)",
                          fsdp_recompute_bytes(r) >> 20);
@@ -214,93 +249,85 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
 /* Points layer k's arrays into the arena: an inner layer's output, x and
  * x_norm (and, when `delta`, its delta, zeroed, unless the pool holds it);
  * a kept one's x and x_norm; a dropout's after its input's. */
-static void point(const fsdp_recompute *r, layer *l, int k, int delta)
+static fsdp_status point(const fsdp_recompute *r, layer *l, int k, int delta)
 {
-    if (r->role[k] == ALIAS) follow(l, l - 1);
-    if (!in_arena(r->role[k])) return;
+    if (r->role[k] == ALIAS) follow(r, l, l - 1);
+    if (!in_arena(r->role[k])) return FSDP_OK;
     size_t n = fsdp_layer_act_floats(l);
     float *at = r->arena + r->off[k];
     if (r->role[k] == INNER) {
-        l->output = at;
+        *act(r, l, FSDP_ACT_OUTPUT) = at;
         at += n;
     }
     if (r->role[k] == INNER && !r->pooled[k]) {
-        l->delta = delta ? at : NULL;
-        if (delta) memset(l->delta, 0, n * sizeof *l->delta);
+        *act(r, l, FSDP_ACT_DELTA) = delta ? at : NULL;
+        if (delta) FSDP_TRY(fsdp_mem_zero(&r->mem, at, n));
         at += n;
     }
     if (fsdp_layer_has_bn(l)) {
-        l->x = at;
-        l->x_norm = at + n;
+        *act(r, l, FSDP_ACT_X) = at;
+        *act(r, l, FSDP_ACT_X_NORM) = at + n;
     }
+    return FSDP_OK;
 }
 
 void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g)
 {
-    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) point(r, &net->layers[k], k, 0);
+    /* No delta is zeroed: nothing can fail. */
+    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) (void)point(r, &net->layers[k], k, 0);
 }
 
 void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g)
 {
     for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) {
         layer *l = &net->layers[k];
-        if (r->role[k] == ALIAS) follow(l, l - 1);
+        if (r->role[k] == ALIAS) follow(r, l, l - 1);
         if (!in_arena(r->role[k])) continue;
-        if (r->role[k] == INNER) l->output = NULL;
-        if (r->role[k] == INNER && !r->pooled[k]) l->delta = NULL;
-        l->x = l->x_norm = NULL;
+        if (r->role[k] == INNER) *act(r, l, FSDP_ACT_OUTPUT) = NULL;
+        if (r->role[k] == INNER && !r->pooled[k]) *act(r, l, FSDP_ACT_DELTA) = NULL;
+        *act(r, l, FSDP_ACT_X) = *act(r, l, FSDP_ACT_X_NORM) = NULL;
     }
 }
 
 /* Batch norm's rolling statistics of layers first..last: to r->rolling
  * (save), or back from it. */
-static void rolling(fsdp_recompute *r, network *net, int first, int last, int save)
+static fsdp_status rolling(fsdp_recompute *r, network *net, int first, int last, int save)
 {
     for (int k = first; k <= last; ++k) {
         if (r->stat_off[k] == NO_OFF) continue;
         layer *l = &net->layers[k];
-        float *s = r->rolling + r->stat_off[k];
-        size_t c = (size_t)l->out_c * sizeof *s;
+        float *s = r->rolling + r->stat_off[k], *mean, *variance;
+        size_t c = (size_t)l->out_c;
+        fsdp_layer_rolling(l, r->mem.device, &mean, &variance);
         if (save) {
-            memcpy(s, l->rolling_mean, c);
-            memcpy(s + l->out_c, l->rolling_variance, c);
+            FSDP_TRY(fsdp_mem_copy(&r->mem, s, mean, c));
+            FSDP_TRY(fsdp_mem_copy(&r->mem, s + c, variance, c));
         } else {
-            memcpy(l->rolling_mean, s, c);
-            memcpy(l->rolling_variance, s + l->out_c, c);
+            FSDP_TRY(fsdp_mem_copy(&r->mem, mean, s, c));
+            FSDP_TRY(fsdp_mem_copy(&r->mem, variance, s + c, c));
         }
     }
+    return FSDP_OK;
 }
 
-void fsdp_recompute_enter_backward(const fsdp_recompute *r, network *net, int g)
+fsdp_status fsdp_recompute_enter_backward(const fsdp_recompute *r, network *net, int g)
 {
-    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) point(r, &net->layers[k], k, 1);
+    for (int k = r->span[2 * g]; k <= r->span[2 * g + 1]; ++k) FSDP_TRY(point(r, &net->layers[k], k, 1));
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g)
 {
     int first = r->span[2 * g], last = r->span[2 * g + 1];
-    fsdp_recompute_enter_backward(r, net, g);
-    rolling(r, net, first, last, 1);
+    FSDP_TRY(fsdp_recompute_enter_backward(r, net, g));
+    FSDP_TRY(rolling(r, net, first, last, 1));
     r->running = 1;
-    /* As forward_network chains them: each layer reads the one below. */
-    float *input = first ? net->layers[first - 1].output : net->input;
     for (int k = first; k <= last && r->role[k] != WHOLE; ++k) {
-        layer l = net->layers[k];
-        if (r->role[k] == ALIAS) {
-            /* As forward_dropout_layer scaled its input, with the draws it kept. */
-            for (size_t i = 0; i < (size_t)l.batch * l.inputs; ++i)
-                input[i] = l.rand[i] < l.probability ? 0 : input[i] * l.scale;
-        } else {
-            network n = *net;
-            n.input = input;
-            n.index = k;
-            l.forward(l, n);
-        }
-        input = net->layers[k].output;
+        if (r->role[k] == ALIAS) FSDP_TRY(r->ops->dropout(net, k));
+        else r->ops->forward(net, k);
     }
     r->running = 0;
-    rolling(r, net, first, last, 0);
-    return FSDP_OK;
+    return rolling(r, net, first, last, 0);
 }
 
 /* Where layer's forward mean or variance is kept for replay, or NULL:
@@ -312,17 +339,19 @@ static float *replay_slot(const fsdp_recompute *r, int layer, dn_bn_what what, i
     return r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0);
 }
 
-int fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels)
+fsdp_status fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels,
+                                     int *replayed)
 {
     const float *slot = r->running ? replay_slot(r, layer, what, channels) : NULL;
-    if (slot) memcpy(x, slot, (size_t)channels * sizeof *x);
-    return slot != NULL;
+    *replayed = slot != NULL;
+    return slot ? fsdp_mem_copy(&r->mem, x, slot, (size_t)channels) : FSDP_OK;
 }
 
-void fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x, int channels)
+fsdp_status fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x,
+                                     int channels)
 {
     float *slot = r->running ? NULL : replay_slot(r, layer, what, channels);
-    if (slot) memcpy(slot, x, (size_t)channels * sizeof *x);
+    return slot ? fsdp_mem_copy(&r->mem, slot, x, (size_t)channels) : FSDP_OK;
 }
 
 fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
@@ -351,13 +380,13 @@ void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
         for (int g = 0; g < r->ngroups; ++g)
             if (r->group_on[g]) fsdp_recompute_leave(r, net, g);
     if (r->arena) fsdp_mem_free(m, r->arena);
+    if (r->rolling) fsdp_mem_free(m, r->rolling);
+    if (r->replay) fsdp_mem_free(m, r->replay);
     free(r->group_on);
     free(r->role);
     free(r->pooled);
     free(r->off);
     free(r->stat_off);
-    free(r->rolling);
-    free(r->replay);
     free(r->span);
     int enabled = r->enabled;
     *r = (fsdp_recompute){ .enabled = enabled };

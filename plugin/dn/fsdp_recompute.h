@@ -30,8 +30,13 @@
  * the layer below the group), nor ending with one that a dropout after the
  * group scales again.  A group the cfg names that cannot
  * is refused, as "file:line: ...", naming the layer and why; [net]'s
- * recompute=1 passes such groups by.  Host runs only, for now: a GPU run
- * is refused.
+ * recompute=1 passes such groups by.
+ *
+ * Host or device: on a GPU run the arena, the saved rolling statistics and
+ * the replayed ones are device memory, the pointers are the *_gpu twins
+ * (the host arrays stay Darknet's: the GPU computes with none of them), and
+ * the forward runs again through the layers' device functions, a dropout
+ * replaying its kept device draws (fsdp_recompute_ops).
  *
  * The states of the pointers the arena holds (an inner layer's output, x,
  * x_norm and delta unless pooled; a kept layer's x and x_norm; a dropout's,
@@ -67,6 +72,8 @@ typedef struct fsdp_recompute {
     unsigned char *role;     /* per layer: outside a recomputed group, inner, kept, whole or a dropout's alias */
     unsigned char *pooled;   /* per layer: its delta is the delta pool's (fsdp_delta_pool.h), not the arena's */
     size_t *off;             /* per layer of a recomputed group: its arrays' place in the arena (floats) */
+    fsdp_mem_ctx mem;        /* where the layers compute: the arena's and the statistics' kind */
+    const struct fsdp_recompute_ops *ops;   /* how their forward runs again there */
     float *arena;
     size_t arena_floats;     /* made */
     size_t arena_need;       /* what the layers' sizes need now */
@@ -78,8 +85,23 @@ typedef struct fsdp_recompute {
     int set_up;
 } fsdp_recompute;
 
+/* How a layer's forward runs again, on the host or on the device: the
+ * host's is fsdp_recompute.c's own; the device's (fsdp_recompute_gpu.c,
+ * GPU builds only) reads a layer struct's device fields, and the entry
+ * point hands it over in GPU builds, before any network is built. */
+typedef struct fsdp_recompute_ops {
+    /* Layer k's forward, reading layer k-1's output (the network's input for
+     * layer 0), as forward_network chains them. */
+    void (*forward)(network *net, int k);
+    /* Dropout layer k's forward replayed: its input scaled in place with the
+     * draws its forward kept, not drawn anew (FSDP_ERR_CUDA: a launch failed). */
+    fsdp_status (*dropout)(network *net, int k);
+} fsdp_recompute_ops;
+extern const fsdp_recompute_ops fsdp_recompute_gpu;
+void fsdp_recompute_use_device(const fsdp_recompute_ops *ops);
+
 /* Which groups recompute (cfg and plan), refusing a group the cfg names
- * that cannot; `device`: a GPU run. */
+ * that cannot; `device`: a GPU run (refused only without a device half). */
 fsdp_status fsdp_recompute_plan(fsdp_recompute *r, const fsdp_layout_plan *p, const fsdp_cfg *cfg,
                                 const network *net, int device);
 /* Once the network is built and the plan made, and the delta pool set up:
@@ -93,16 +115,19 @@ void fsdp_recompute_enter_forward(const fsdp_recompute *r, network *net, int g);
 void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g);
 /* Before the group's backward: its layers point into the arena again, inner
  * deltas (those not pooled) zeroed. */
-void fsdp_recompute_enter_backward(const fsdp_recompute *r, network *net, int g);
+fsdp_status fsdp_recompute_enter_backward(const fsdp_recompute *r, network *net, int g);
 /* The same, its parameters gathered, and its forward run again, first..last. */
 fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g);
 
 /* The bn_sync hook's part: while a recomputation runs, the mean and
  * variance of layer `layer` are the ones its forward reduced (copied into
- * x; returns 1: nothing to reduce); otherwise 0.  After a reduction in
- * forward, record keeps them. */
-int fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels);
-void fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x, int channels);
+ * x, in the layers' kind of memory; *replayed = 1: nothing to reduce);
+ * otherwise *replayed = 0.  After a reduction in forward, record keeps
+ * them. */
+fsdp_status fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels,
+                                     int *replayed);
+fsdp_status fsdp_recompute_bn_record(const fsdp_recompute *r, int layer, dn_bn_what what, const float *x,
+                                     int channels);
 
 /* After resize_network: gives back what it made again and grows the arena. */
 fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net);

@@ -430,9 +430,7 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
         fsdp_recompute_leave(&e->rc, e->net, op->group);
         return FSDP_OK;
     case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, op->group);
-    case FSDP_OP_ACTS_BACK:
-        fsdp_recompute_enter_backward(&e->rc, e->net, op->group);
-        return FSDP_OK;
+    case FSDP_OP_ACTS_BACK: return fsdp_recompute_enter_backward(&e->rc, e->net, op->group);
     case FSDP_OP_KINDS: break;
     }
     return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);
