@@ -102,4 +102,20 @@ check "GPU sync_bn, 2 ranks on one GPU (mpi), equal stock Darknet (cuDNN) with b
   "$WDIFF" "$WORK/bn-stock.w" "$WORK/bn-sync2.w" --tol 1e-3
 check "GPU sync_bn: every rank's rolling statistics bit-identical" \
   python3 -c "import json,sys; r=json.load(open('$WORK/bn-sync.json'))['bn_rolling']; sys.exit(0 if r['checks'] >= 1 and r['differ'] == 0 else 1)"
+# 7. With -seed a GPU run repeats to the bit (patches 0042-0044): deterministic
+# cuDNN algorithms, upsample's backward in a fixed order, dropout's device
+# draws from the seed; stock Darknet and the plugin, tiny.cfg with an
+# [upsample] and a [dropout] after its maxpool.
+c=$WORK/repeat.cfg
+awk '{ print } /^stride=2$/ && !done { print "\n[upsample]\nshard_group=body\nstride=2\n\n[dropout]\nshard_group=body\nprobability=.3"; done = 1 }' \
+  "$S/cfg/tests/tiny.cfg" > "$c"
+for who in stock plugin; do
+  args=(); [ "$who" = plugin ] && args=(-plugin "$PLUGIN")
+  train "$WORK/repeat-$who-a.w" "$D/data.data" "$c" "${args[@]}" -seed 8
+  train "$WORK/repeat-$who-b.w" "$D/data.data" "$c" "${args[@]}" -seed 8
+  check "GPU, $who: two runs with -seed byte-identical (upsample, dropout, convolutions)" \
+    cmp "$WORK/repeat-$who-a.w" "$WORK/repeat-$who-b.w"
+done
+check "GPU: the plugin at world 1 equals stock Darknet with the same seed ($("$WDIFF" "$WORK/repeat-stock-a.w" "$WORK/repeat-plugin-a.w" --tol 1e-4 | head -1))" \
+  "$WDIFF" "$WORK/repeat-stock-a.w" "$WORK/repeat-plugin-a.w" --tol 1e-4
 finish
