@@ -28,7 +28,7 @@ check "stock Darknet: GPU build -nogpu equals the CPU build" \
 # deconvolutional, residual routes), SGD and Adam, prefetch, recomputed
 # activations (the GPU build's host recomputation).
 for spec in "tiny 1" "residual 2 shard_prefetch=1" "rnn 2" "layers 1" "layers 2 shard=grad_op" \
-            "tiny 2 adam=1" "residual 2 recompute=1"; do
+            "tiny 2 adam=1" "recompute 2"; do
   read -r name np keys <<< "$spec"
   # shellcheck disable=SC2086 # keys: a list
   c=$(test_cfg "$name" 4 $keys)

@@ -50,13 +50,22 @@ static float **act(const fsdp_recompute *r, layer *l, fsdp_act_array f)
     return fsdp_layer_act(l, f, r->mem.device);
 }
 
+/* One of layer l's arrays in the arena: its floats, rounded up to the
+ * alignment of the memory (fsdp_mem.h: device arrays start 256 bytes
+ * apart, as cuDNN expects; 1 float on the host). */
+static size_t stride(const fsdp_recompute *r, const layer *l)
+{
+    size_t n = fsdp_layer_act_floats(l), a = r->mem.align ? r->mem.align : 1;
+    return (n + a - 1) / a * a;
+}
+
 /* An inner layer's output, delta (unless the delta pool holds it), x and
  * x_norm; a kept one's x and x_norm. */
 static size_t arena_floats(const fsdp_recompute *r, const layer *l, int k)
 {
     size_t bn = fsdp_layer_has_bn(l) ? 2 : 0;
-    if (r->role[k] == INNER) return fsdp_layer_act_floats(l) * (1 + !r->pooled[k] + bn);
-    return r->role[k] == KEPT ? bn * fsdp_layer_act_floats(l) : 0;
+    if (r->role[k] == INNER) return stride(r, l) * (1 + !r->pooled[k] + bn);
+    return r->role[k] == KEPT ? bn * stride(r, l) : 0;
 }
 
 /* Why layer l's forward cannot run again to the same bits, or NULL. */
@@ -253,20 +262,20 @@ static fsdp_status point(const fsdp_recompute *r, layer *l, int k, int delta)
 {
     if (r->role[k] == ALIAS) follow(r, l, l - 1);
     if (!in_arena(r->role[k])) return FSDP_OK;
-    size_t n = fsdp_layer_act_floats(l);
+    size_t n = fsdp_layer_act_floats(l), step = stride(r, l);
     float *at = r->arena + r->off[k];
     if (r->role[k] == INNER) {
         *act(r, l, FSDP_ACT_OUTPUT) = at;
-        at += n;
+        at += step;
     }
     if (r->role[k] == INNER && !r->pooled[k]) {
         *act(r, l, FSDP_ACT_DELTA) = delta ? at : NULL;
         if (delta) FSDP_TRY(fsdp_mem_zero(&r->mem, at, n));
-        at += n;
+        at += step;
     }
     if (fsdp_layer_has_bn(l)) {
         *act(r, l, FSDP_ACT_X) = at;
-        *act(r, l, FSDP_ACT_X_NORM) = at + n;
+        *act(r, l, FSDP_ACT_X_NORM) = at + step;
     }
     return FSDP_OK;
 }
@@ -321,13 +330,15 @@ fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g)
     int first = r->span[2 * g], last = r->span[2 * g + 1];
     FSDP_TRY(fsdp_recompute_enter_backward(r, net, g));
     FSDP_TRY(rolling(r, net, first, last, 1));
+    fsdp_status s = FSDP_OK;
     r->running = 1;
-    for (int k = first; k <= last && r->role[k] != WHOLE; ++k) {
-        if (r->role[k] == ALIAS) FSDP_TRY(r->ops->dropout(net, k));
+    for (int k = first; k <= last && r->role[k] != WHOLE && s == FSDP_OK; ++k) {
+        if (r->role[k] == ALIAS) s = r->ops->dropout(net, k);
         else r->ops->forward(net, k);
     }
     r->running = 0;
-    return rolling(r, net, first, last, 0);
+    fsdp_status back = rolling(r, net, first, last, 0);
+    return s != FSDP_OK ? s : back;
 }
 
 /* Where layer's forward mean or variance is kept for replay, or NULL:

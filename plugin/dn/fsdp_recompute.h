@@ -33,7 +33,8 @@
  * recompute=1 passes such groups by.
  *
  * Host or device: on a GPU run the arena, the saved rolling statistics and
- * the replayed ones are device memory, the pointers are the *_gpu twins
+ * the replayed ones are device memory (each array in the arena starting
+ * 256 bytes apart, as cuDNN expects), the pointers are the *_gpu twins
  * (the host arrays stay Darknet's: the GPU computes with none of them), and
  * the forward runs again through the layers' device functions, a dropout
  * replaying its kept device draws (fsdp_recompute_ops).
