@@ -333,13 +333,15 @@ static uint64_t bytes_moved(const fsdp_engine *e)
 static void print_startup_notes(const fsdp_engine *e)
 {
     const fsdp_mem_prediction *m = &predicted;
-    char node_note[64] = "";
+    char node_note[64] = "", scratch_note[64] = "";
     if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);
+    if (m->collective_scratch)
+        snprintf(scratch_note, sizeof scratch_note, " + the other ranks' terms %.1f", m->collective_scratch / 1e6);
     if (m->peak)
         fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
-                "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f\n",
+                "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f%s\n",
                 m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
-                m->model_state / 1e6, node_note, m->step_buffers / 1e6);
+                m->model_state / 1e6, node_note, m->step_buffers / 1e6, scratch_note);
     /* The copying path, where the cfg never chose: the faster way is one
      * key away (it stays opt-in for what RSS shows). */
     fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);

@@ -8,8 +8,8 @@ foreach(np 1 2 3 4)
   # A collective that never completes would otherwise hang CTest.
   set_tests_properties(collectives_np${np} PROPERTIES TIMEOUT 300)
 endforeach()
-# MPI's own reduce-scatter and all-reduce, as between nodes: ranks on one
-# machine otherwise take the shared-memory path (plugin/comm/fsdp_shm.h).
+# The point-to-point path (plugin/comm/fsdp_pairs.h), as between nodes: ranks
+# on one machine otherwise take the shared-memory path (plugin/comm/fsdp_shm.h).
 foreach(np 2 3)
   fsdp_mpi_test(collectives_noshm_np${np} ${np} test_collectives)
   set_tests_properties(collectives_noshm_np${np} PROPERTIES TIMEOUT 300

@@ -12,7 +12,7 @@ fsdp_script_test(frozen_nested_prefetch_np3 test_frozen.sh nested 3 3 prefetch)
 fsdp_script_test(frozen_between_prefetch_np2 test_frozen.sh between 2 3 prefetch)
 fsdp_script_test(frozen_mixed_prefetch_np3 test_frozen.sh mixed 3 3 prefetch)
 # On one machine the shared-memory collectives block, and prefetch stays
-# off: MPI's own non-blocking ones run these.
+# off: the started point-to-point ones run these.
 set_tests_properties(frozen_nested_prefetch_np3 frozen_between_prefetch_np2 frozen_mixed_prefetch_np3
   PROPERTIES ENVIRONMENT "${FSDP_TEST_ENV};FSDP_SHM=0")
 fsdp_script_test(frozen_nested_grad_op_np3 test_frozen.sh nested 3 3 grad_op)

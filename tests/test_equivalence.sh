@@ -76,6 +76,20 @@ for strategy in full grad_op none; do
   fi
   check "$np ranks, shard=$strategy: only rank 0 prints iteration lines" \
     [ "$(grep -c "avg, .* rate" "$WORK/$strategy.w.log")" = "$steps" ]
+  # Ranks that share no memory (FSDP_SHM=0) exchange point to point and add
+  # the terms in rank order, as the shared-memory path does: the same bytes.
+  if [ "${FSDP_SHM:-1}" = 0 ] && [ "$np" -gt 1 ]; then
+    if (unset OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include
+        FSDP_SHM=1 train_np "$WORK/$strategy-shm.w" "$np" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5); then
+      check "$np ranks, shard=$strategy: byte-identical to the same run through shared memory" \
+        cmp "$WORK/$strategy.w" "$WORK/$strategy-shm.w"
+      # (rank 0's note on shard_node_shared=1 comes only with shared memory)
+      [ "$strategy" != full ] || [ "$node" = 1 ] || check "  ... which did run through shared memory" \
+        grep -q "share this machine: shard_node_shared=1 would keep" "$WORK/$strategy-shm.w.err"
+    else
+      fail "$np ranks, shard=$strategy through shared memory ran"
+    fi
+  fi
   # The copying path on one machine with the cfg silent on the key: rank 0
   # (once) points to shard_node_shared=1; not when the key is set, nor when
   # the ranks share no memory (FSDP_SHM=0).

@@ -6,7 +6,8 @@
 #               equal stock Darknet with the 4-times batch for shard=full,
 #               grad_op and none, and the plugin's world of one for a frozen
 #               nested trunk; the stats' bytes_to_other_hosts equal the
-#               theory;
+#               theory; each strategy byte-identical to 4 ranks on one
+#               machine;
 #               machine b given another cfg is refused by name;
 #               then 2 ranks with the link limited to 20 Mbit/s (tc tbf):
 #               the weights file of the fast link, byte for byte
@@ -124,6 +125,13 @@ equiv)
       python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world $np --strategy $strategy --steps "$steps" \
         --hosts "$hosts_rr" "(root)=2453,0,1,0" "body=475,0,1,0"
     check_not "shard=$strategy, default -fsdp-timeout: no note on keepalive" grep -q "mpirun notices a lost machine" "$WORK/$strategy.w.err"
+    # Point to point between the machines, through shared memory on one: the
+    # same terms added in the same order (plugin/comm/fsdp_pairs.h).
+    if train_np "$WORK/$strategy-one.w" $np "$D/data.data" "$WORK/tiny.cfg" -seed 5; then
+      check "shard=$strategy: byte-identical to the 4 ranks on one machine" cmp "$WORK/$strategy.w" "$WORK/$strategy-one.w"
+    else
+      fail "shard=$strategy, 4 ranks on one machine ran"
+    fi
   done
   # The linear probe: tiny's trunk frozen in two nested groups.
   probe_cfg "$(test_cfg tiny $((b * np)))"

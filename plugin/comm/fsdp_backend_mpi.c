@@ -8,16 +8,15 @@
  * MPI_Finalize.
  *
  * MPI counts are ints.  Longer buffers go in chunks of at most `limit`
- * elements.  A chunk of an all-gather or reduce-scatter covers the slice
- * [off, off + k) of every rank's shard, which is not contiguous in the full
- * buffer; it passes through a staging buffer of world * k floats.
+ * elements.
  *
  * When every rank shares the node, all-gather, reduce-scatter and float
- * all-reduce go through shared memory instead (fsdp_shm.h), and complete
- * before they return, started or not.  On several machines of equal ranks
- * it offers node memory on each, and the exchanges between a rank and its
- * peers (the ranks holding its place on the other machines) on a
- * communicator of their own, point to point.
+ * all-reduce go through shared memory (fsdp_shm.h), and complete before
+ * they return, started or not.  Otherwise they are messages between every
+ * two ranks (fsdp_pairs.h), which add the same floats in the same order.
+ * On several machines of equal ranks it offers node memory on each, and
+ * the exchanges between a rank and its peers (the ranks holding its place
+ * on the other machines) on a communicator of their own, the same way.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -26,34 +25,24 @@
 #include "fsdp_backend.h"
 #include "fsdp_hosts.h"
 #include "fsdp_mpi.h"
+#include "fsdp_pairs.h"
 #include "fsdp_shm.h"
 
 typedef struct {
     MPI_Comm comm;
     size_t limit; /* most elements one MPI call carries */
-    MPI_Request req[FSDP_TICKETS];   /* started collectives, by ticket slot */
     fsdp_tickets tickets;
     fsdp_shm *shm;        /* NULL: FSDP_SHM=0, unequal machines, or no buffer collectives */
+    int pairs_open;       /* buffer collectives between ranks that share no memory: */
+    fsdp_pairs pairs;     /* ... every rank with every other */
     fsdp_node_layout node;  /* node memory on several machines: their shape; else zero */
     MPI_Comm peers;       /* ... this rank and its peers, ranked by machine */
     int *peer_ranks;      /* ... their world ranks (node.peers) */
     int *ranks_at;        /* ... every machine's ranks by place (node.ranks_at) */
-    const float **to;     /* ... scratch of an exchange: per peer, what goes */
-    float **from;         /* ... and where what comes lands */
-    MPI_Request *preq;    /* ... 2 per peer */
-    MPI_Request *started_preq;   /* ... 2 per peer for each ticket slot (peer_all_gather_start) */
-    int npeer_started[FSDP_TICKETS];   /* ... how many of a slot's are live */
+    int peers_open;
+    fsdp_pairs peer;      /* ... the exchanges with them */
     int users;            /* holds on it: its control and its collectives, each until freed */
 } mpib_ctx;
-
-/* Bound on the staging buffer (floats, all ranks' slices together): chunking
- * a huge buffer then costs a fixed amount of memory, not a second copy. */
-#define MPIB_STAGE_FLOATS ((size_t)1 << 24)
-
-static MPI_Comm mpib_comm(const fsdp_coll *b)
-{
-    return ((const mpib_ctx *)b->ctx)->comm;
-}
 
 static size_t mpib_limit(const fsdp_coll *b)
 {
@@ -65,48 +54,6 @@ static size_t min_size(size_t a, size_t b)
     return a < b ? a : b;
 }
 
-/* One chunk of a staged all-gather or reduce-scatter: slice [off, off + k)
- * of every rank's shard, through `stage` (world * k floats). */
-typedef fsdp_status (*mpib_chunk_fn)(fsdp_coll *b, const float *in, float *out,
-                                     size_t n, size_t off, size_t k, float *stage);
-
-static fsdp_status gather_chunk(fsdp_coll *b, const float *shard, float *full,
-                                size_t n, size_t off, size_t k, float *stage)
-{
-    mpiCheck(MPI_Allgather(shard + off, (int)k, MPI_FLOAT, stage, (int)k, MPI_FLOAT,
-                           mpib_comm(b)));
-    for (int r = 0; r < b->world; r++)
-        memcpy(full + (size_t)r * n + off, stage + (size_t)r * k, k * sizeof(float));
-    return FSDP_OK;
-}
-
-static fsdp_status scatter_chunk(fsdp_coll *b, const float *full, float *shard,
-                                 size_t n, size_t off, size_t k, float *stage)
-{
-    for (int r = 0; r < b->world; r++)
-        memcpy(stage + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
-    mpiCheck(MPI_Reduce_scatter_block(stage, shard + off, (int)k, MPI_FLOAT, MPI_SUM,
-                                      mpib_comm(b)));
-    return FSDP_OK;
-}
-
-static fsdp_status run_staged(fsdp_coll *b, mpib_chunk_fn chunk, const float *in,
-                              float *out, size_t n)
-{
-    size_t c = min_size(min_size(mpib_limit(b), n), MPIB_STAGE_FLOATS / (size_t)b->world);
-    if (c == 0)
-        c = 1;
-    float *stage = malloc(c * (size_t)b->world * sizeof(float));
-    if (!stage)
-        return fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for a %zu-float staging buffer",
-                         c * (size_t)b->world);
-    fsdp_status s = FSDP_OK;
-    for (size_t off = 0; off < n && s == FSDP_OK; off += c)
-        s = chunk(b, in, out, n, off, min_size(c, n - off), stage);
-    free(stage);
-    return s;
-}
-
 static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
     int in_place;
@@ -116,20 +63,7 @@ static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full
     mpib_ctx *c = b->ctx;
     if (fsdp_shm_spans_all(c->shm))
         return fsdp_shm_all_gather(c->shm, shard, full, n);
-    if (n > mpib_limit(b))
-        return run_staged(b, gather_chunk, shard, full, n);
-    mpiCheck(MPI_Allgather(in_place ? MPI_IN_PLACE : shard, (int)n, MPI_FLOAT,
-                           full, (int)n, MPI_FLOAT, mpib_comm(b)));
-    return FSDP_OK;
-}
-
-/* shard and full must not overlap. */
-static fsdp_status reduce_scatter_apart(fsdp_coll *b, const float *full, float *shard, size_t n)
-{
-    if (n > mpib_limit(b))
-        return run_staged(b, scatter_chunk, full, shard, n);
-    mpiCheck(MPI_Reduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b)));
-    return FSDP_OK;
+    return fsdp_pairs_all_gather(&c->pairs, shard, full, n, NULL);
 }
 
 static fsdp_status mpib_reduce_scatter(fsdp_coll *b, const float *full, float *shard, size_t n)
@@ -141,19 +75,7 @@ static fsdp_status mpib_reduce_scatter(fsdp_coll *b, const float *full, float *s
     mpib_ctx *c = b->ctx;
     if (fsdp_shm_spans_all(c->shm))
         return fsdp_shm_reduce_scatter(c->shm, full, shard, n);
-    if (!in_place)
-        return reduce_scatter_apart(b, full, shard, n);
-    /* MPI forbids the output inside the input, and its MPI_IN_PLACE leaves
-     * the sum at the start of full, over another rank's part: reduce into a
-     * separate shard and copy it home. */
-    float *tmp = malloc(n * sizeof(float));
-    if (!tmp)
-        return fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for a %zu-float shard", n);
-    fsdp_status s = reduce_scatter_apart(b, full, tmp, n);
-    if (s == FSDP_OK)
-        memcpy(shard, tmp, n * sizeof(float));
-    free(tmp);
-    return s;
+    return fsdp_pairs_reduce_scatter(&c->pairs, full, shard, n);
 }
 
 /* `op` in place over ranks of `count` elements of `type` (`size` bytes each). */
@@ -169,10 +91,10 @@ static fsdp_status reduce_in_place(const mpib_ctx *c, void *buf, size_t count,
 
 static fsdp_status mpib_all_reduce(fsdp_coll *b, float *buf, size_t count)
 {
-    const mpib_ctx *c = b->ctx;
+    mpib_ctx *c = b->ctx;
     if (fsdp_shm_spans_all(c->shm))
         return fsdp_shm_all_reduce(c->shm, buf, count);
-    return reduce_in_place(c, buf, count, MPI_FLOAT, sizeof(float), MPI_SUM);
+    return fsdp_pairs_all_reduce(&c->pairs, buf, count);
 }
 
 /* ---- host control ---------------------------------------------------------- */
@@ -238,46 +160,41 @@ static fsdp_status mpib_host_leaders(fsdp_ctl *h, int *leaders)
     return leaders_of(ctl_comm(h), h->rank, leaders);
 }
 
-/* ---- started collectives: MPI's non-blocking ones, waited for later ---- */
+/* ---- started collectives: exchanges posted now, completed at the wait ---- */
 
-/* A request slot for the collective about to start, and its ticket. */
-static fsdp_status mpib_ticket(fsdp_coll *b, MPI_Request **req, int *ticket)
+/* The ticket slot of the collective about to start. */
+static fsdp_status mpib_ticket(fsdp_coll *b, int *slot, int *ticket)
 {
     mpib_ctx *c = b->ctx;
     FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
-    *req = &c->req[fsdp_tickets_issue(&c->tickets, ticket)];
-    **req = MPI_REQUEST_NULL;
+    *slot = fsdp_tickets_issue(&c->tickets, ticket);
     return FSDP_OK;
 }
 
-/* Chunked, in-place and empty calls complete before returning (their
- * ticket's request is null); the others run as MPI's non-blocking ones. */
+/* Chunked and empty calls, and those through shared memory, complete before
+ * returning; the others are posted under their ticket's slot. */
 static fsdp_status mpib_all_gather_start(fsdp_coll *b, const float *shard, float *full, size_t n,
                                          int *ticket)
 {
-    int in_place;
-    MPI_Request *req = NULL;
+    int in_place, slot;
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
-    FSDP_TRY(mpib_ticket(b, &req, ticket));
-    if (n == 0 || in_place || n > mpib_limit(b) || b->starts_block)
+    FSDP_TRY(mpib_ticket(b, &slot, ticket));
+    if (n == 0 || n > mpib_limit(b) || b->starts_block)
         return mpib_all_gather(b, shard, full, n);
-    mpiCheck(MPI_Iallgather(shard, (int)n, MPI_FLOAT, full, (int)n, MPI_FLOAT, mpib_comm(b), req));
-    return FSDP_OK;
+    return fsdp_pairs_all_gather_start(&((mpib_ctx *)b->ctx)->pairs, shard, full, n, NULL, slot);
 }
 
 static fsdp_status mpib_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n,
                                              int *ticket)
 {
-    int in_place;
-    MPI_Request *req = NULL;
+    int in_place, slot;
     *ticket = -1;
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, n, &in_place));
-    FSDP_TRY(mpib_ticket(b, &req, ticket));
-    if (n == 0 || in_place || n > mpib_limit(b) || b->starts_block)
+    FSDP_TRY(mpib_ticket(b, &slot, ticket));
+    if (n == 0 || n > mpib_limit(b) || b->starts_block)
         return mpib_reduce_scatter(b, full, shard, n);
-    mpiCheck(MPI_Ireduce_scatter_block(full, shard, (int)n, MPI_FLOAT, MPI_SUM, mpib_comm(b), req));
-    return FSDP_OK;
+    return fsdp_pairs_reduce_scatter_start(&((mpib_ctx *)b->ctx)->pairs, full, shard, n, slot);
 }
 
 static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
@@ -286,10 +203,9 @@ static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
     uint64_t upto;
     FSDP_TRY(fsdp_tickets_wait_until(&c->tickets, b->name, ticket, &upto));
     for (; c->tickets.waited < upto; ++c->tickets.waited) {
-        int slot = (int)(c->tickets.waited % FSDP_TICKETS), n = c->npeer_started[slot];
-        mpiCheck(MPI_Wait(&c->req[slot], MPI_STATUS_IGNORE));
-        c->npeer_started[slot] = 0;
-        if (n) mpiCheck(MPI_Waitall(n, c->started_preq + (size_t)slot * 2 * c->node.machines, MPI_STATUSES_IGNORE));
+        int slot = (int)(c->tickets.waited % FSDP_TICKETS);
+        if (c->pairs_open) FSDP_TRY(fsdp_pairs_complete(&c->pairs, slot));
+        if (c->peers_open) FSDP_TRY(fsdp_pairs_complete(&c->peer, slot));
     }
     return FSDP_OK;
 }
@@ -306,74 +222,27 @@ static fsdp_status mpib_node_sync(fsdp_coll *b)
 
 /* ---- between machines: a rank and its peers ------------------------------ */
 
-/* Posts k floats from to[q] + off to peer q and from peer q into
- * from[q] + off, for every peer but this rank, under `tag`, into req;
- * *n: how many requests. */
-static fsdp_status post_peers(mpib_ctx *c, size_t off, int k, int tag, MPI_Request *req, int *n)
-{
-    int me = 0;
-    *n = 0;
-    mpiCheck(MPI_Comm_rank(c->peers, &me));
-    for (int q = 0; q < c->node.machines; ++q) {
-        if (q == me) continue;
-        mpiCheck(MPI_Irecv(c->from[q] + off, k, MPI_FLOAT, q, tag, c->peers, &req[(*n)++]));
-        mpiCheck(MPI_Isend(c->to[q] + off, k, MPI_FLOAT, q, tag, c->peers, &req[(*n)++]));
-    }
-    return FSDP_OK;
-}
-
-/* count floats from to[k] to peer k and from peer k into from[k], in
- * chunks of at most `limit`. */
-static fsdp_status peer_exchange(mpib_ctx *c, size_t count)
-{
-    for (size_t off = 0; off < count; off += c->limit) {
-        int n;
-        FSDP_TRY(post_peers(c, off, (int)min_size(c->limit, count - off), 0, c->preq, &n));
-        mpiCheck(MPI_Waitall(n, c->preq, MPI_STATUSES_IGNORE));
-    }
-    return FSDP_OK;
-}
-
 static fsdp_status mpib_peer_all_to_all(fsdp_coll *b, const float *send, float *recv, size_t count)
 {
-    mpib_ctx *c = b->ctx;
-    for (int q = 0; q < c->node.machines; ++q) {
-        c->to[q] = send + (size_t)q * count;
-        c->from[q] = recv + (size_t)q * count;
-        if (c->node.peers[q] == b->rank) memcpy(c->from[q], c->to[q], count * sizeof(float));
-    }
-    return peer_exchange(c, count);
+    return fsdp_pairs_all_to_all(&((mpib_ctx *)b->ctx)->peer, send, recv, count);
 }
 
-/* Each peer's part of full at its world rank's place. */
-static void aim_gather(fsdp_coll *b, float *full, size_t shard)
-{
-    mpib_ctx *c = b->ctx;
-    for (int q = 0; q < c->node.machines; ++q) {
-        c->to[q] = full + (size_t)b->rank * shard;
-        c->from[q] = full + (size_t)c->node.peers[q] * shard;
-    }
-}
-
+/* In place: each peer's part lands at its world rank's place. */
 static fsdp_status mpib_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
 {
-    aim_gather(b, full, shard);
-    return peer_exchange(b->ctx, shard);
+    mpib_ctx *c = b->ctx;
+    return fsdp_pairs_all_gather(&c->peer, full + (size_t)b->rank * shard, full, shard, c->peer_ranks);
 }
 
-/* Started: one chunk's sends and receives posted under the ticket's slot
- * (tag 1, apart from the blocking exchanges); longer buffers complete now. */
+/* Started under the ticket's slot; longer buffers complete now. */
 static fsdp_status mpib_peer_all_gather_start(fsdp_coll *b, float *full, size_t shard, int *ticket)
 {
     mpib_ctx *c = b->ctx;
-    MPI_Request *req = NULL;
+    int slot;
     *ticket = -1;
-    FSDP_TRY(mpib_ticket(b, &req, ticket));
+    FSDP_TRY(mpib_ticket(b, &slot, ticket));
     if (shard == 0 || shard > c->limit) return mpib_peer_all_gather(b, full, shard);
-    int slot = (int)(req - c->req);
-    aim_gather(b, full, shard);
-    return post_peers(c, 0, (int)shard, 1, c->started_preq + (size_t)slot * 2 * c->node.machines,
-                      &c->npeer_started[slot]);
+    return fsdp_pairs_all_gather_start(&c->peer, full + (size_t)b->rank * shard, full, shard, c->peer_ranks, slot);
 }
 
 /* Several machines of equal ranks with node memory: the layout, and this
@@ -387,13 +256,8 @@ static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
     int *seen = calloc((size_t)machines, sizeof *seen);
     c->peer_ranks = malloc((size_t)machines * sizeof *c->peer_ranks);
     c->ranks_at = malloc((size_t)world * sizeof *c->ranks_at);
-    c->to = malloc((size_t)machines * sizeof *c->to);
-    c->from = malloc((size_t)machines * sizeof *c->from);
-    c->preq = malloc(2 * (size_t)machines * sizeof *c->preq);
-    c->started_preq = malloc(2 * (size_t)machines * FSDP_TICKETS * sizeof *c->started_preq);
     /* Every rank takes part in what follows, whatever its mallocs did. */
-    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at && c->to && c->from && c->preq &&
-             c->started_preq;
+    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at;
     fsdp_status s = FSDP_OK;
     int err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm);
     if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
@@ -432,10 +296,8 @@ static void mpib_release(mpib_ctx *c)
         MPI_Comm_free(&c->comm);
     free(c->peer_ranks);
     free(c->ranks_at);
-    free(c->to);
-    free(c->from);
-    free(c->preq);
-    free(c->started_preq);
+    if (c->pairs_open) fsdp_pairs_close(&c->pairs);
+    if (c->peers_open) fsdp_pairs_close(&c->peer);
     free(c);
 }
 
@@ -482,7 +344,17 @@ static fsdp_status mpib_open(mpib_ctx *c, int shm, int *rank, int *world)
         FSDP_TRY(fsdp_shm_open(c->comm, &c->shm));
     if (c->shm && !fsdp_shm_spans_all(c->shm))
         FSDP_TRY(open_peers(c, *rank, *world));
-    return FSDP_OK;
+    if (!shm || fsdp_shm_spans_all(c->shm))
+        return FSDP_OK;
+    /* Every rank takes part in the check, whatever its own opening did. */
+    int ok = fsdp_pairs_open(&c->pairs, c->comm, c->limit) == FSDP_OK;
+    c->pairs_open = 1;
+    if (ok && c->node.machines > 1) {
+        ok = fsdp_pairs_open(&c->peer, c->peers, c->limit) == FSDP_OK;
+        c->peers_open = 1;
+    }
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm));
+    return ok ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for the exchanges between ranks");
 }
 
 fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
@@ -508,8 +380,6 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     /* The creator's hold, dropped at the end: the context goes with it
      * where nothing was made. */
     *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .peers = MPI_COMM_NULL, .limit = INT_MAX, .users = 1 };
-    for (int i = 0; i < FSDP_TICKETS; ++i)
-        c->req[i] = MPI_REQUEST_NULL;
     int rank = 0, world = 0;
     fsdp_status s = mpib_open(c, b != NULL, &rank, &world);
     if (s == FSDP_OK && h) {
@@ -522,7 +392,7 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     if (s == FSDP_OK && b) {
         *b = (fsdp_coll){ .iface = mpib_coll, .name = "mpi", .rank = rank, .world = world,
                           .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm),
-                          .node = c->node, .ctx = c };
+                          .scratch_terms = c->pairs_open ? world - 1 : 0, .node = c->node, .ctx = c };
         if (c->shm) {
             b->iface.node_alloc = mpib_node_alloc;
             b->iface.node_sync = mpib_node_sync;
@@ -547,6 +417,7 @@ void fsdp_backend_mpi_set_chunk_limit(fsdp_coll *b, size_t floats)
         return;
     mpib_ctx *c = b->ctx;
     c->limit = floats < 1 ? 1 : floats > INT_MAX ? (size_t)INT_MAX : floats;
+    c->pairs.limit = c->peer.limit = c->limit;
 }
 
 int fsdp_backend_mpi_shared_memory(const fsdp_coll *b)

@@ -113,7 +113,7 @@ fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
     s->spans_all = usable && sizes[0] == world;
     if (usable) {
         /* A window this MPI cannot make (no shared-memory support, a full
-         * /dev/shm) is no reason to stop: MPI's own collectives remain. */
+         * /dev/shm) is no reason to stop: the point-to-point path remains. */
         s->seg = calloc((size_t)s->world, sizeof *s->seg);
         s->rows = calloc((size_t)s->world, sizeof *s->rows);
         int ok = s->seg && s->rows && map_segments(s) == FSDP_OK, err;
@@ -122,7 +122,7 @@ fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
         else if (!ok) {
             int rank;
             MPI_Comm_rank(comm, &rank);
-            if (rank == 0) fprintf(stderr, "fsdp: no shared-memory window: MPI's own collectives instead, "
+            if (rank == 0) fprintf(stderr, "fsdp: no shared-memory window: point-to-point collectives instead, "
                                            "and no node memory\n");
             usable = 0;
         }

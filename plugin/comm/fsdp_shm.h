@@ -9,7 +9,8 @@
  * one summing read and one write, in chunks that stay in cache.
  *
  * Used by the MPI backend only when every rank of its communicator shares
- * the node; ranks on several nodes keep MPI's collectives.  FSDP_SHM=0 in
+ * the node; ranks on several nodes exchange point to point (fsdp_pairs.h),
+ * adding the same terms in the same order.  FSDP_SHM=0 in
  * the environment turns it off (e.g. to test the path between nodes on one
  * machine). */
 #ifndef FSDP_SHM_H

@@ -207,6 +207,7 @@ typedef struct sim {
     int inflight;       /* the group whose reduce-scatter is in flight, or -1 */
     int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
     int reduce_slot_used;   /* a gradient reduced from the reduce slot */
+    size_t rs_started, rs_blocking, ar_most;   /* the largest reduce-scatter parts and all-reduce, bytes */
     fsdp_group_tally *bytes;   /* per group, when counting; else NULL */
     uint64_t weight;    /* micro-batches the one being run stands for */
 } sim;
@@ -335,6 +336,8 @@ static void sim_reduce(sim *s, int k)
     } else if (f->gown) {
         /* The full gradient becomes this rank's part. */
         take(s, &f->gownbuf, f->gown);
+        size_t *most = s->async_rs ? &s->rs_started : &s->rs_blocking;
+        if (f->gown > *most) *most = f->gown;
         if (s->async_rs) {
             f->rsbuf = f->gradbuf;
             f->gradbuf = 0;
@@ -346,6 +349,7 @@ static void sim_reduce(sim *s, int k)
         f->grad_state = FSDP_GRAD_REDUCED;
     } else {
         f->grad_state = FSDP_GRAD_REDUCED;   /* reduced in place (none, a world of one) */
+        if (f->ar > s->ar_most) s->ar_most = f->ar;
     }
     sim_update_group(s, k);
 }
@@ -454,17 +458,32 @@ static void sim_free(sim *s)
     free(s->updated);
 }
 
-/* *reduce_slot: whether a gradient reduced from the reduce slot. */
-static size_t step_buffers(const fsdp_engine *e, const network *net, int *reduce_slot)
+/* The buffers the backend keeps for the other ranks' terms of its sums
+ * (fsdp_backend.h, scratch_terms): of the largest started reduce-scatter's
+ * part, and of the larger of the largest blocking one's and an
+ * all-reduce's share (a world-th and one float, fsdp_pairs.c). */
+static size_t collective_scratch(const sim *s, const fsdp_engine *e)
+{
+    size_t terms = (size_t)e->dbe->scratch_terms, world = (size_t)e->be->world;
+    size_t share = s->ar_most ? (s->ar_most / sizeof(float) / world + 1) * sizeof(float) : 0;
+    size_t now = s->rs_blocking > share ? s->rs_blocking : share;
+    return terms * (s->rs_started + now);
+}
+
+/* *reduce_slot: whether a gradient reduced from the reduce slot;
+ * *scratch: the backend's buffers for the terms of its sums. */
+static size_t step_buffers(const fsdp_engine *e, const network *net, int *reduce_slot, size_t *scratch)
 {
     sim s;
     *reduce_slot = 0;
+    *scratch = 0;
     if (!sim_init(&s, e)) return 0;
     /* The second step finds the pool as the first left it. */
     sim_step(&s, net->subdivisions);
     sim_step(&s, net->subdivisions);
     sim_free(&s);
     *reduce_slot = s.reduce_slot_used;
+    *scratch = collective_scratch(&s, e);
     return s.pool.footprint;
 }
 
@@ -547,9 +566,10 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
     int reduce_slot;
-    out->step_buffers = step_buffers(e, net, &reduce_slot);
+    out->step_buffers = step_buffers(e, net, &reduce_slot, &out->collective_scratch);
     out->node_shared = node_resident(e, reduce_slot);
-    size_t step = out->model_state + out->node_shared + out->step_buffers, most = out->build;
+    size_t step = out->model_state + out->node_shared + out->step_buffers + out->collective_scratch,
+           most = out->build;
     if (out->setup > most) most = out->setup;
     if (step > most) most = step;
     out->peak = fixed + out->activations + most;

@@ -35,7 +35,9 @@ typedef struct fsdp_mem_prediction {
     size_t model_state;
     size_t step_buffers;   /* the most one step holds at once beyond the model state */
     size_t node_shared;    /* shard_node_shared=1: node memory it maps beyond its own parts */
-    size_t peak;           /* fixed + activations + max(build, setup, model_state + node_shared + step_buffers) */
+    size_t collective_scratch;   /* the backend's buffers for the other ranks' terms (fsdp_pairs.h) */
+    size_t peak;           /* fixed + activations + max(build, setup,
+                            * model_state + node_shared + step_buffers + collective_scratch) */
 } fsdp_mem_prediction;
 
 /* The process's resident bytes now (0 where /proc is missing). */

@@ -106,13 +106,13 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             " \"transient_outputs\": %d, \"activation_buffers_bytes\": %zu, \"pooled_deltas\": %d, \"delta_buffers_bytes\": %zu,\n"
             " \"recomputed_groups\": %d, \"recompute_buffers_bytes\": %zu,\n"
             " \"predicted\": {\"fixed\": %zu, \"activations\": %zu, \"build\": %zu, \"setup\": %zu, "
-            "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu}}\n",
+            "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu, \"collective_scratch\": %zu}}\n",
             t->model_state_bytes, e->node_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull,
             e->steps > 1 ? (double)(t->faults_last_step - t->faults_first_step) / (e->steps - 1) : 0.0,
             e->pool.footprint, p->peak, e->acts.transient, fsdp_acts_bytes(&e->acts), e->deltas.pooled,
             fsdp_delta_pool_bytes(&e->deltas), e->rc.ngroups_on, fsdp_recompute_bytes(&e->rc), p->fixed, p->activations,
-            p->build, p->setup, p->model_state, p->node_shared, p->step_buffers);
+            p->build, p->setup, p->model_state, p->node_shared, p->step_buffers, p->collective_scratch);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {

@@ -1,0 +1,79 @@
+/* fsdp_pairs.h: the buffer collectives of ranks that share no memory, as
+ * point-to-point messages between every two ranks of a communicator, on
+ * host memory.
+ *
+ * Why not MPI's own collectives: they allocate temporary buffers of their
+ * own, whose sizes depend on the algorithm the library picks (Open MPI's
+ * started reduce-scatter: more than the whole gradient), so no prediction
+ * of a rank's memory could count them; and each adds the ranks' terms in
+ * an order of its own.  Here every rank sends each other rank its part and
+ * receives theirs straight into the destination, or, for a sum, into a
+ * scratch buffer of (ranks - 1) parts that is kept for the run and grown
+ * only when a larger part comes; the terms are then added in rank order
+ * with fsdp_sum_rows, as the shared-memory path adds them (fsdp_shm.h): a
+ * world of ranks gives the same floats whether its ranks share a machine
+ * or not.  Each rank sends (ranks - 1) / ranks of a buffer and receives as
+ * much, as a ring would.
+ *
+ * Buffers longer than `limit` floats go in chunks of at most `limit`
+ * floats per message, each chunk complete before the next.  Started
+ * exchanges are posted under a ticket slot (fsdp_backend.h) and complete
+ * in fsdp_pairs_complete; a started reduce-scatter adds its terms there.
+ * One started reduce-scatter at a time holds the started scratch: a second
+ * one completes the first before it starts.  Blocking calls use a scratch
+ * of their own, so they may run while a started one is in flight. */
+#ifndef FSDP_PAIRS_H
+#define FSDP_PAIRS_H
+
+#include <stddef.h>
+#include "fsdp_backend.h"
+#include "fsdp_mpi.h"
+
+enum { FSDP_PAIRS_NOW, FSDP_PAIRS_HELD };   /* the scratch of blocking calls, of the started one */
+
+typedef struct fsdp_pairs {
+    MPI_Comm comm;
+    int rank, size;
+    size_t limit;            /* most floats in one message */
+    const float **to;        /* per rank: what goes to it */
+    float **from;            /* per rank: where what comes from it lands */
+    int *sc, *rc;            /* per rank: floats sent to it, received from it */
+    const float **terms;     /* per rank: its term of a sum */
+    MPI_Request *req;        /* 2 per rank: a blocking exchange */
+    MPI_Request *started;    /* 2 per rank for each ticket slot */
+    int nstarted[FSDP_TICKETS];
+    float *scratch[2];
+    size_t scratch_floats[2];
+    struct {                 /* the started reduce-scatter whose terms are still to add */
+        int live, slot;
+        const float *full;
+        float *shard;
+        size_t n;
+    } held;
+} fsdp_pairs;
+
+/* On comm (not owned); collective only in that every rank opens its own. */
+fsdp_status fsdp_pairs_open(fsdp_pairs *p, MPI_Comm comm, size_t limit);
+void fsdp_pairs_close(fsdp_pairs *p);
+
+/* full[place[q] * n .. + n) = rank q's shard on every rank (place NULL: q);
+ * shard may be this rank's own place in full. */
+fsdp_status fsdp_pairs_all_gather(fsdp_pairs *p, const float *shard, float *full, size_t n, const int *place);
+/* shard = the sum over ranks, in rank order, of full[rank * n .. + n);
+ * shard may be this rank's own part of full. */
+fsdp_status fsdp_pairs_reduce_scatter(fsdp_pairs *p, const float *full, float *shard, size_t n);
+/* buf = the sum over ranks of buf, in rank order, in place. */
+fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count);
+/* Block q of send (count floats at q * count) to rank q; recv's block q
+ * from rank q (its own block copied; send and recv apart). */
+fsdp_status fsdp_pairs_all_to_all(fsdp_pairs *p, const float *send, float *recv, size_t count);
+
+/* The same, started under ticket slot `slot` (n at most limit). */
+fsdp_status fsdp_pairs_all_gather_start(fsdp_pairs *p, const float *shard, float *full, size_t n, const int *place,
+                                        int slot);
+fsdp_status fsdp_pairs_reduce_scatter_start(fsdp_pairs *p, const float *full, float *shard, size_t n, int slot);
+/* Slot's exchange done: its messages waited for, a reduce-scatter's terms
+ * added.  Nothing to do is fine. */
+fsdp_status fsdp_pairs_complete(fsdp_pairs *p, int slot);
+
+#endif
