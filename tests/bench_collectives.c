@@ -158,7 +158,7 @@ static void print_header(const fsdp_coll *b, const options *o, const char *where
            "# all_reduce 2(n-1)/n\n", b->name, b->world, where, o->iters, o->warmup);
     if (!strcmp(b->name, "mpi"))
         printf("# reduce-scatter and all-reduce: %s\n", fsdp_backend_mpi_shared_memory(b)
-               ? "shared memory (fsdp_shm.h)" : "MPI's own (FSDP_SHM=0, or ranks on several nodes)");
+               ? "shared memory (fsdp_shm.h)" : "point to point (fsdp_pairs.h: FSDP_SHM=0, or ranks on several nodes)");
     printf("#\n");
     printf("# %14s %12s %14s %11s %12s %12s\n", "collective", "size(B)", "count(float)",
            "time(us)", "algbw(GB/s)", "busbw(GB/s)");
