@@ -759,7 +759,7 @@ static int run_mpi_suites(int *checked_world)
     *checked_world = b->world;
     /* Machines as host control tells them (tests/test_machines.sh runs this
      * on two): the shared-memory path where every rank shares one, unless
-     * FSDP_SHM=0 asks for MPI's own collectives; node memory there, and on
+     * FSDP_SHM=0 asks for the point-to-point path; node memory there, and on
      * several machines running as many ranks each. */
     int world = b->world, *leader = alloc((size_t)world, sizeof(int)), *host_of = alloc((size_t)world, sizeof(int));
     int *place = alloc((size_t)world, sizeof(int)), *size = alloc((size_t)world, sizeof(int));

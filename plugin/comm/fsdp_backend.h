@@ -170,11 +170,10 @@ struct fsdp_coll {
      * copies run on the calling thread): starting early overlaps nothing
      * and only holds buffers longer, so the engine calls the blocking ones. */
     int starts_block;
-    /* Its reduce-scatters and all-reduces receive the other ranks' terms
-     * into buffers of its own, kept for the run (fsdp_pairs.h): this many
-     * parts of the largest started reduce-scatter, and as many of the
-     * largest blocking one or of an all-reduce's share (a world-th); 0:
-     * none (shared memory, NCCL). */
+    /* Its started reduce-scatters receive the other ranks' terms into a
+     * buffer of its own, kept for the run (fsdp_pairs.h): this many parts
+     * of the largest; 0: none (shared memory, NCCL).  (Its blocking sums
+     * take a buffer of fixed size, made at the first.) */
     int scratch_terms;
     fsdp_node_layout node;   /* where it maps node memory; zero elsewhere */
     void *ctx;

@@ -8,6 +8,14 @@
  * the order every rank posts them. */
 enum { TAG_NOW, TAG_STARTED };
 
+/* The blocking sums' scratch: one round's term of each other rank, 256 KB
+ * each (and a float: an all-reduce's share), made whole at the first one
+ * (the start-up warm-up, fsdp_memplan.h) and never grown. */
+static size_t now_floats(const fsdp_pairs *p)
+{
+    return (size_t)(p->size - 1) * (FSDP_PAIRS_ROUND + 1);
+}
+
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 fsdp_status fsdp_pairs_open(fsdp_pairs *p, MPI_Comm comm, size_t limit)
@@ -96,13 +104,14 @@ static void aim_gather(fsdp_pairs *p, const float *shard, float *full, size_t n,
     }
 }
 
-/* Part q of full to rank q; rank q's term of this rank's part into the
- * scratch (the others' terms in rank order, this rank's left out). */
-static void aim_scatter(fsdp_pairs *p, const float *full, float *scratch, size_t n)
+/* Part q of full (n floats apart) to rank q; rank q's term of this rank's
+ * part into the scratch, `room` floats apart (the others' terms in rank
+ * order, this rank's left out). */
+static void aim_scatter(fsdp_pairs *p, const float *full, float *scratch, size_t n, size_t room)
 {
     for (int q = 0; q < p->size; ++q) {
         p->to[q] = full + (size_t)q * n;
-        p->from[q] = q == p->rank ? NULL : scratch + (size_t)(q - (q > p->rank)) * n;
+        p->from[q] = q == p->rank ? NULL : scratch + (size_t)(q - (q > p->rank)) * room;
     }
 }
 
@@ -126,13 +135,21 @@ fsdp_status fsdp_pairs_all_gather(fsdp_pairs *p, const float *shard, float *full
     return exchange(p, n);
 }
 
+/* Blocking: round by round, each round's terms summed before the next
+ * comes, so the scratch stays one round's (its output written after the
+ * round's sends, which read only the other ranks' parts). */
 fsdp_status fsdp_pairs_reduce_scatter(fsdp_pairs *p, const float *full, float *shard, size_t n)
 {
     float *s = NULL;
-    if (p->size > 1) FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, (size_t)(p->size - 1) * n, &s));
-    aim_scatter(p, full, s, n);
-    FSDP_TRY(exchange(p, n));
-    add_terms(p, shard, full + (size_t)p->rank * n, 0, n);
+    if (p->size > 1) FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, now_floats(p), &s));
+    size_t round = min_size(p->limit, FSDP_PAIRS_ROUND);
+    for (size_t off = 0; off < n; off += round) {
+        size_t k = min_size(round, n - off);
+        aim_scatter(p, full + off, s, n, round);
+        counts(p, (int)k);
+        FSDP_TRY(post_wait(p, 0));
+        add_terms(p, shard + off, full + (size_t)p->rank * n + off, 0, k);
+    }
     return FSDP_OK;
 }
 
@@ -143,11 +160,14 @@ static size_t share_lo(size_t k, int q, int world) { return k * (size_t)q / (siz
 fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
 {
     if (p->size == 1) return FSDP_OK;
-    for (size_t off = 0; off < count; off += p->limit) {
-        size_t k = min_size(p->limit, count - off), most = k / (size_t)p->size + 1;
-        float *b = buf + off, *s = NULL;
+    float *s = NULL;
+    FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, now_floats(p), &s));
+    /* Pieces whose shares fit a round (and a message). */
+    size_t piece = min_size(p->limit, FSDP_PAIRS_ROUND * (size_t)p->size), most = FSDP_PAIRS_ROUND + 1;
+    for (size_t off = 0; off < count; off += piece) {
+        size_t k = min_size(piece, count - off);
+        float *b = buf + off;
         size_t lo = share_lo(k, p->rank, p->size), mine = share_lo(k, p->rank + 1, p->size) - lo;
-        FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, (size_t)(p->size - 1) * most, &s));
         /* Each rank's terms of this rank's share in, its share of this
          * rank's terms out; then the sums the other way. */
         for (int q = 0; q < p->size; ++q) {
@@ -190,6 +210,7 @@ static fsdp_status post_started(fsdp_pairs *p, size_t n, int slot)
 fsdp_status fsdp_pairs_all_gather_start(fsdp_pairs *p, const float *shard, float *full, size_t n, const int *place,
                                         int slot)
 {
+    if (n > p->limit) return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a started exchange of %zu floats (at most %zu)", n, p->limit);
     copy_own(full + (size_t)(place ? place[p->rank] : p->rank) * n, shard, n);
     aim_gather(p, shard, full, n, place);
     return post_started(p, n, slot);
@@ -197,10 +218,11 @@ fsdp_status fsdp_pairs_all_gather_start(fsdp_pairs *p, const float *shard, float
 
 fsdp_status fsdp_pairs_reduce_scatter_start(fsdp_pairs *p, const float *full, float *shard, size_t n, int slot)
 {
+    if (n > p->limit) return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a started exchange of %zu floats (at most %zu)", n, p->limit);
     if (p->held.live) FSDP_TRY(fsdp_pairs_complete(p, p->held.slot));
     float *s = NULL;
     if (p->size > 1) FSDP_TRY(scratch(p, FSDP_PAIRS_HELD, (size_t)(p->size - 1) * n, &s));
-    aim_scatter(p, full, s, n);
+    aim_scatter(p, full, s, n, n);
     FSDP_TRY(post_started(p, n, slot));
     p->held.live = 1;
     p->held.slot = slot;
@@ -217,7 +239,7 @@ fsdp_status fsdp_pairs_complete(fsdp_pairs *p, int slot)
     if (n) mpiCheck(MPI_Waitall(n, p->started + (size_t)slot * 2 * (size_t)p->size, MPI_STATUSES_IGNORE));
     if (p->held.live && p->held.slot == slot) {
         p->held.live = 0;
-        aim_scatter(p, p->held.full, p->scratch[FSDP_PAIRS_HELD], p->held.n);
+        aim_scatter(p, p->held.full, p->scratch[FSDP_PAIRS_HELD], p->held.n, p->held.n);
         add_terms(p, p->held.shard, p->held.full + (size_t)p->rank * p->held.n, 0, p->held.n);
     }
     return FSDP_OK;

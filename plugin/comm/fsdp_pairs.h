@@ -18,10 +18,14 @@
  * Buffers longer than `limit` floats go in chunks of at most `limit`
  * floats per message, each chunk complete before the next.  Started
  * exchanges are posted under a ticket slot (fsdp_backend.h) and complete
- * in fsdp_pairs_complete; a started reduce-scatter adds its terms there.
- * One started reduce-scatter at a time holds the started scratch: a second
- * one completes the first before it starts.  Blocking calls use a scratch
- * of their own, so they may run while a started one is in flight. */
+ * in fsdp_pairs_complete; a started reduce-scatter adds its terms there,
+ * from a scratch of (ranks - 1) of its parts ("held"), kept and grown to
+ * the largest.  One started reduce-scatter at a time holds it: a second
+ * one completes the first before it starts.  Blocking sums go round by
+ * round, FSDP_PAIRS_ROUND floats of each term at a time, through a scratch
+ * of their own ("now": (ranks - 1) rounds, made whole at the first, which
+ * is the start-up warm-up), so they may run while a started one is in
+ * flight and their memory does not grow with the buffers. */
 #ifndef FSDP_PAIRS_H
 #define FSDP_PAIRS_H
 
@@ -30,6 +34,7 @@
 #include "fsdp_mpi.h"
 
 enum { FSDP_PAIRS_NOW, FSDP_PAIRS_HELD };   /* the scratch of blocking calls, of the started one */
+#define FSDP_PAIRS_ROUND ((size_t)1 << 16)   /* floats of each term a blocking sum takes at once */
 
 typedef struct fsdp_pairs {
     MPI_Comm comm;
@@ -68,7 +73,7 @@ fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count);
  * from rank q (its own block copied; send and recv apart). */
 fsdp_status fsdp_pairs_all_to_all(fsdp_pairs *p, const float *send, float *recv, size_t count);
 
-/* The same, started under ticket slot `slot` (n at most limit). */
+/* The same, started under ticket slot `slot` (n at most limit, else refused). */
 fsdp_status fsdp_pairs_all_gather_start(fsdp_pairs *p, const float *shard, float *full, size_t n, const int *place,
                                         int slot);
 fsdp_status fsdp_pairs_reduce_scatter_start(fsdp_pairs *p, const float *full, float *shard, size_t n, int slot);

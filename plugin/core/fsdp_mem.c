@@ -34,8 +34,12 @@ int fsdp_pool_fit(const fsdp_mem_pool *pool, size_t bytes)
 {
     int best = -1;
     for (int i = 0; i < FSDP_POOL_SLOTS; ++i) {
-        /* At most twice the request: a big block must not serve a small one. */
-        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] / 2 > bytes) continue;
+        /* At most twice the request: a big block must not serve a small one.
+         * Give or take the allocator's rounding (a big buffer's usable size
+         * is its request rounded up to a page): a reduced part of exactly
+         * half a group, on 2 ranks, takes the group's buffer rather than a
+         * new one each step. */
+        if (!pool->p[i] || pool->cap[i] < bytes || pool->cap[i] > 2 * bytes + bytes / 256) continue;
         if (best < 0 || pool->cap[i] < pool->cap[best]) best = i;
     }
     return best;

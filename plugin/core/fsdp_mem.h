@@ -12,7 +12,8 @@
 /* Host buffers a step takes and gives back (gathered parameters, gradients,
  * prefetches), kept for reuse: fresh pages cost a fault and a zeroing each,
  * every step.  A request takes the smallest held buffer that fits and is at
- * most twice its size; a buffer given back is kept.  A request nothing
+ * most twice its size (and the allocator's rounding); a buffer given back is
+ * kept.  A request nothing
  * fits first frees the held buffers smaller than itself: the new buffer
  * can serve their requests later, so the pool holds about what a step uses
  * at once, not a set of buffers for each size (groups of unequal sizes).

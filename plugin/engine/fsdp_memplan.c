@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,10 +208,23 @@ typedef struct sim {
     int inflight;       /* the group whose reduce-scatter is in flight, or -1 */
     int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
     int reduce_slot_used;   /* a gradient reduced from the reduce slot */
-    size_t rs_started, rs_blocking, ar_most;   /* the largest reduce-scatter parts and all-reduce, bytes */
+    size_t rs_started;  /* the largest started reduce-scatter's part, bytes */
     fsdp_group_tally *bytes;   /* per group, when counting; else NULL */
     uint64_t weight;    /* micro-batches the one being run stands for */
 } sim;
+
+/* What the host pool records for a new buffer of `bytes` (fsdp_mem_take):
+ * the allocator's usable size, a little more than asked.  Asked of the
+ * allocator itself (a buffer made and freed untouched, which costs no
+ * page): whether a held buffer fits a request at most twice its size can
+ * turn on that little, as a reduced part of exactly half a group does. */
+static size_t usable(size_t bytes)
+{
+    void *p = malloc(bytes);
+    size_t u = p ? malloc_usable_size(p) : bytes;
+    free(p);
+    return u;
+}
 
 static void take(sim *s, size_t *b, size_t bytes)
 {
@@ -222,8 +236,8 @@ static void take(sim *s, size_t *b, size_t bytes)
     }
     float *old;
     while (fsdp_pool_drop_smaller(&s->pool, bytes, &old)) continue;
-    *b = bytes;
-    fsdp_pool_count_new(&s->pool, bytes);
+    *b = usable(bytes);
+    fsdp_pool_count_new(&s->pool, *b);
 }
 
 static void give(sim *s, size_t *b)
@@ -336,8 +350,7 @@ static void sim_reduce(sim *s, int k)
     } else if (f->gown) {
         /* The full gradient becomes this rank's part. */
         take(s, &f->gownbuf, f->gown);
-        size_t *most = s->async_rs ? &s->rs_started : &s->rs_blocking;
-        if (f->gown > *most) *most = f->gown;
+        if (s->async_rs && f->gown > s->rs_started) s->rs_started = f->gown;
         if (s->async_rs) {
             f->rsbuf = f->gradbuf;
             f->gradbuf = 0;
@@ -349,7 +362,6 @@ static void sim_reduce(sim *s, int k)
         f->grad_state = FSDP_GRAD_REDUCED;
     } else {
         f->grad_state = FSDP_GRAD_REDUCED;   /* reduced in place (none, a world of one) */
-        if (f->ar > s->ar_most) s->ar_most = f->ar;
     }
     sim_update_group(s, k);
 }
@@ -458,16 +470,13 @@ static void sim_free(sim *s)
     free(s->updated);
 }
 
-/* The buffers the backend keeps for the other ranks' terms of its sums
- * (fsdp_backend.h, scratch_terms): of the largest started reduce-scatter's
- * part, and of the larger of the largest blocking one's and an
- * all-reduce's share (a world-th and one float, fsdp_pairs.c). */
+/* The buffer the backend keeps for the other ranks' terms of its started
+ * reduce-scatters (fsdp_backend.h, scratch_terms): that many parts of the
+ * largest.  Its blocking sums go round by round through a buffer of fixed
+ * size, made by the start-up warm-up: in the fixed cost. */
 static size_t collective_scratch(const sim *s, const fsdp_engine *e)
 {
-    size_t terms = (size_t)e->dbe->scratch_terms, world = (size_t)e->be->world;
-    size_t share = s->ar_most ? (s->ar_most / sizeof(float) / world + 1) * sizeof(float) : 0;
-    size_t now = s->rs_blocking > share ? s->rs_blocking : share;
-    return terms * (s->rs_started + now);
+    return (size_t)e->dbe->scratch_terms * s->rs_started;
 }
 
 /* *reduce_slot: whether a gradient reduced from the reduce slot;

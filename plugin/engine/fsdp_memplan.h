@@ -35,7 +35,7 @@ typedef struct fsdp_mem_prediction {
     size_t model_state;
     size_t step_buffers;   /* the most one step holds at once beyond the model state */
     size_t node_shared;    /* shard_node_shared=1: node memory it maps beyond its own parts */
-    size_t collective_scratch;   /* the backend's buffers for the other ranks' terms (fsdp_pairs.h) */
+    size_t collective_scratch;   /* the backend's buffer for the other ranks' terms (fsdp_pairs.h) */
     size_t peak;           /* fixed + activations + max(build, setup,
                             * model_state + node_shared + step_buffers + collective_scratch) */
 } fsdp_mem_prediction;
@@ -47,7 +47,8 @@ size_t fsdp_memplan_resident(void);
  * whatever the network, so that it counts there: the BLAS's packing
  * buffers (one gemm through Darknet's own entry point) and, with several
  * ranks (be not NULL), the transport's (one all-gather and one
- * reduce-scatter that fill the shared-memory window, fsdp_shm.h). */
+ * reduce-scatter that fill the shared-memory window, fsdp_shm.h, or make
+ * the point-to-point path's scratch for blocking sums, fsdp_pairs.h). */
 fsdp_status fsdp_memplan_warm_up(fsdp_coll *be);
 
 /* After fsdp_on_network_built, before the first step: the prediction for
