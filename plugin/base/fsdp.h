@@ -41,4 +41,7 @@ int fsdp_stopped_together(void);
 
 #define FSDP_TRY(expr) do { fsdp_status _s = (expr); if (_s != FSDP_OK) return _s; } while (0)
 
+/* The smaller of two counts (the collectives' chunks and rounds). */
+static inline size_t fsdp_min_size(size_t a, size_t b) { return a < b ? a : b; }
+
 #endif

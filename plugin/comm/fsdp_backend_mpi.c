@@ -49,10 +49,6 @@ static size_t mpib_limit(const fsdp_coll *b)
     return ((const mpib_ctx *)b->ctx)->limit;
 }
 
-static size_t min_size(size_t a, size_t b)
-{
-    return a < b ? a : b;
-}
 
 static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
@@ -83,7 +79,7 @@ static fsdp_status reduce_in_place(const mpib_ctx *c, void *buf, size_t count,
                                    MPI_Datatype type, size_t size, MPI_Op op)
 {
     for (size_t off = 0; off < count; off += c->limit) {
-        size_t k = min_size(c->limit, count - off);
+        size_t k = fsdp_min_size(c->limit, count - off);
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)k, type, op, c->comm));
     }
     return FSDP_OK;
@@ -119,7 +115,7 @@ static fsdp_status mpib_broadcast(fsdp_ctl *h, void *buf, size_t bytes, int root
     const mpib_ctx *c = h->ctx;
     FSDP_TRY(fsdp_backend_check_root(h, root));
     for (size_t off = 0; off < bytes; off += c->limit) {
-        size_t k = min_size(c->limit, bytes - off);
+        size_t k = fsdp_min_size(c->limit, bytes - off);
         mpiCheck(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->comm));
     }
     return FSDP_OK;

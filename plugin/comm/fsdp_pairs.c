@@ -16,7 +16,6 @@ static size_t now_floats(const fsdp_pairs *p)
     return (size_t)(p->size - 1) * (FSDP_PAIRS_ROUND + 1);
 }
 
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 fsdp_status fsdp_pairs_open(fsdp_pairs *p, MPI_Comm comm, size_t limit)
 {
@@ -89,7 +88,7 @@ static fsdp_status post_wait(fsdp_pairs *p, size_t off)
 static fsdp_status exchange(fsdp_pairs *p, size_t count)
 {
     for (size_t off = 0; off < count; off += p->limit) {
-        counts(p, (int)min_size(p->limit, count - off));
+        counts(p, (int)fsdp_min_size(p->limit, count - off));
         FSDP_TRY(post_wait(p, off));
     }
     return FSDP_OK;
@@ -142,9 +141,9 @@ fsdp_status fsdp_pairs_reduce_scatter(fsdp_pairs *p, const float *full, float *s
 {
     float *s = NULL;
     if (p->size > 1) FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, now_floats(p), &s));
-    size_t round = min_size(p->limit, FSDP_PAIRS_ROUND);
+    size_t round = fsdp_min_size(p->limit, FSDP_PAIRS_ROUND);
     for (size_t off = 0; off < n; off += round) {
-        size_t k = min_size(round, n - off);
+        size_t k = fsdp_min_size(round, n - off);
         aim_scatter(p, full + off, s, n, round);
         counts(p, (int)k);
         FSDP_TRY(post_wait(p, 0));
@@ -163,9 +162,9 @@ fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
     float *s = NULL;
     FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, now_floats(p), &s));
     /* Pieces whose shares fit a round (and a message). */
-    size_t piece = min_size(p->limit, FSDP_PAIRS_ROUND * (size_t)p->size), most = FSDP_PAIRS_ROUND + 1;
+    size_t piece = fsdp_min_size(p->limit, FSDP_PAIRS_ROUND * (size_t)p->size), most = FSDP_PAIRS_ROUND + 1;
     for (size_t off = 0; off < count; off += piece) {
-        size_t k = min_size(piece, count - off);
+        size_t k = fsdp_min_size(piece, count - off);
         float *b = buf + off;
         size_t lo = share_lo(k, p->rank, p->size), mine = share_lo(k, p->rank + 1, p->size) - lo;
         /* Each rank's terms of this rank's share in, its share of this

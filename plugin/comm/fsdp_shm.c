@@ -34,7 +34,6 @@ struct fsdp_shm {
  * shard. */
 static size_t half_floats(const fsdp_shm *s) { return FSDP_SHM_PART_FLOATS * (size_t)s->world; }
 
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 void fsdp_shm_close(fsdp_shm *s)
 {
@@ -221,7 +220,7 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
 {
     size_t c = FSDP_SHM_PART_FLOATS;
     for (size_t off = 0; off < n; off += c) {
-        size_t k = min_size(c, n - off);
+        size_t k = fsdp_min_size(c, n - off);
         float *mine = s->seg[s->rank] + (size_t)s->half * half_floats(s);
         /* The others' parts only: this rank adds its own straight from full. */
         for (int r = 0; r < s->world; ++r)
@@ -237,7 +236,7 @@ fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, si
 {
     size_t c = FSDP_SHM_PART_FLOATS;
     for (size_t off = 0; off < n; off += c) {
-        size_t k = min_size(c, n - off), h = (size_t)s->half * half_floats(s);
+        size_t k = fsdp_min_size(c, n - off), h = (size_t)s->half * half_floats(s);
         memcpy(s->seg[s->rank] + h, shard + off, k * sizeof(float));
         FSDP_TRY(meet(s));
         /* In place, this rank's own part is copied onto itself: the same floats. */
@@ -250,7 +249,7 @@ fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, si
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
 {
     for (size_t off = 0; off < count; off += FSDP_SHM_PART_FLOATS) {
-        size_t k = min_size(FSDP_SHM_PART_FLOATS, count - off);
+        size_t k = fsdp_min_size(FSDP_SHM_PART_FLOATS, count - off);
         size_t h = (size_t)s->half * half_floats(s);
         memcpy(s->seg[s->rank] + h, buf + off, k * sizeof(float));
         FSDP_TRY(meet(s));

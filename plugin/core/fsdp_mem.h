@@ -12,11 +12,11 @@
 /* Host buffers a step takes and gives back (gathered parameters, gradients,
  * prefetches), kept for reuse: fresh pages cost a fault and a zeroing each,
  * every step.  A request takes the smallest held buffer that fits and is at
- * most twice its size (and the allocator's rounding); a buffer given back is
- * kept.  A request nothing
- * fits first frees the held buffers smaller than itself: the new buffer
- * can serve their requests later, so the pool holds about what a step uses
- * at once, not a set of buffers for each size (groups of unequal sizes).
+ * most twice its size (and the allocator's rounding); a buffer given back
+ * is kept.  A request nothing fits first frees the held buffers smaller
+ * than itself: the new buffer can serve their requests later, so the pool
+ * holds about what a step uses at once, not a set of buffers for each size
+ * (groups of unequal sizes).
  * Steps repeat the same requests, so after the first steps every one is
  * served from the pool (fsdp_memplan.c predicts the footprint by replaying
  * steps through these same functions). */

@@ -34,10 +34,6 @@ typedef struct {
     int pinned;      /* stage came from cudaMallocHost */
 } staged_ctx;
 
-static size_t min_size(size_t a, size_t b)
-{
-    return a < b ? a : b;
-}
 
 static void stage_release(staged_ctx *c)
 {
@@ -78,7 +74,7 @@ static size_t slice(const fsdp_coll *b, size_t n)
 {
     const staged_ctx *c = b->ctx;
     size_t k = c->limit / (size_t)b->world;
-    return min_size(k ? k : 1, n);
+    return fsdp_min_size(k ? k : 1, n);
 }
 
 static fsdp_status staged_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
@@ -91,7 +87,7 @@ static fsdp_status staged_all_gather(fsdp_coll *b, const float *shard, float *fu
     size_t k = slice(b, n);
     FSDP_TRY(stage_reserve(c, k * (size_t)b->world));
     for (size_t off = 0; off < n; off += k) {
-        size_t kk = min_size(k, n - off), bytes = kk * sizeof(float);
+        size_t kk = fsdp_min_size(k, n - off), bytes = kk * sizeof(float);
         float *mine = c->stage + (size_t)b->rank * kk;
         cudaCheck(cudaMemcpy(mine, shard + off, bytes, cudaMemcpyDeviceToHost));
         FSDP_TRY(fsdp_coll_all_gather(c->host, mine, c->stage, kk));
@@ -118,7 +114,7 @@ static fsdp_status staged_reduce_scatter(fsdp_coll *b, const float *full, float 
      * in-place copy of its own. */
     FSDP_TRY(stage_reserve(c, k * (w + 1)));
     for (size_t off = 0; off < n; off += k) {
-        size_t kk = min_size(k, n - off), bytes = kk * sizeof(float);
+        size_t kk = fsdp_min_size(k, n - off), bytes = kk * sizeof(float);
         float *out = c->stage + w * kk;
         for (size_t r = 0; r < w; r++)
             cudaCheck(cudaMemcpy(c->stage + r * kk, full + r * n + off, bytes,
@@ -134,10 +130,10 @@ static fsdp_status staged_all_reduce(fsdp_coll *b, float *buf, size_t count)
     staged_ctx *c = b->ctx;
     if (count == 0)
         return FSDP_OK;
-    size_t k = min_size(c->limit, count);
+    size_t k = fsdp_min_size(c->limit, count);
     FSDP_TRY(stage_reserve(c, k));
     for (size_t off = 0; off < count; off += k) {
-        size_t kk = min_size(k, count - off), bytes = kk * sizeof(float);
+        size_t kk = fsdp_min_size(k, count - off), bytes = kk * sizeof(float);
         cudaCheck(cudaMemcpy(c->stage, buf + off, bytes, cudaMemcpyDeviceToHost));
         FSDP_TRY(fsdp_coll_all_reduce(c->host, c->stage, kk));
         cudaCheck(cudaMemcpy(buf + off, c->stage, bytes, cudaMemcpyHostToDevice));
