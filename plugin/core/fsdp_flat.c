@@ -80,17 +80,16 @@ static fsdp_status lay_out(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tens
         return fsdp_fail(FSDP_ERR_NOMEM, "out of memory laying out a group");
     memcpy(f->t, t, (size_t)nt * sizeof *t);
     f->nt = nt;
-    size_t align = c->mem->align;
     for (int k = 0; k < nt; ++k) {
         f->data_at[k] = fsdp_tensor_array(&t[k], c->mem->device, 0);
         f->grad_at[k] = fsdp_tensor_array(&t[k], c->mem->device, 1);
         /* Gaps before aligned tensors are zeros no run covers: never updated. */
-        f->off[k] = (f->count + align - 1) / align * align;
+        f->off[k] = fsdp_mem_aligned(c->mem, f->count);
         f->count = f->off[k] + t[k].count;
         f->params += t[k].count;
     }
     /* Shards aligned too: each rank's part of a gathered buffer starts aligned. */
-    f->shard = (fsdp_shard_count(f->count, c->be->world) + align - 1) / align * align;
+    f->shard = fsdp_mem_aligned(c->mem, fsdp_shard_count(f->count, c->be->world));
     const fsdp_flat_kind *k = &f->kind;
     f->nfull = (k->sharded || k->state) && !k->whole ? f->shard * (size_t)c->be->world : f->count;
     /* Replicated frozen parameters have no own part: nobody updates them. */

@@ -51,6 +51,14 @@ typedef struct fsdp_mem_ctx {
  * seeing the pointers. */
 #define FSDP_DEVICE_ALIGN_FLOATS 64
 
+/* n floats rounded up to where the next array may start in this kind of
+ * memory (align). */
+static inline size_t fsdp_mem_aligned(const fsdp_mem_ctx *m, size_t n)
+{
+    size_t a = m->align ? m->align : 1;
+    return (n + a - 1) / a * a;
+}
+
 /* Where a network's buffers live: device memory when Darknet computes on
  * a GPU (gpu_index >= 0, in a GPU build), since Darknet's GPU path reads
  * the *_gpu arrays; else host memory.  Sets device, and align to match. */

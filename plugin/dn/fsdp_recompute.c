@@ -55,8 +55,7 @@ static float **act(const fsdp_recompute *r, layer *l, fsdp_act_array f)
  * apart, as cuDNN expects; 1 float on the host). */
 static size_t stride(const fsdp_recompute *r, const layer *l)
 {
-    size_t n = fsdp_layer_act_floats(l), a = r->mem.align ? r->mem.align : 1;
-    return (n + a - 1) / a * a;
+    return fsdp_mem_aligned(&r->mem, fsdp_layer_act_floats(l));
 }
 
 /* An inner layer's output, delta (unless the delta pool holds it), x and
