@@ -48,6 +48,12 @@ fi
 # identical WHAT A B: A and B byte-identical; on a GPU whose runs do not
 # repeat to the bit (nondet=1), within 1e-4.
 nondet=0
+# repeats A B: two runs without recompute on this GPU; nondet=1 where their
+# weights differ.
+repeats() {
+  cmp -s "$1" "$2" || nondet=1
+  echo "GPU runs repeat to the bit: $([ "$nondet" = 0 ] && echo yes || echo no)"
+}
 identical() {
   if [ "$nondet" = 1 ]; then
     check "$1 (within 1e-4: runs on this GPU differ from run to run)" "$WDIFF" "$2" "$3" --tol 1e-4
@@ -227,8 +233,7 @@ if [ "$np" = detector ]; then
   if det "$WORK/y.w" "$np" "$WORK/y.cfg" -seed 5 && det "$WORK/yrc.w" "$np" "$WORK/yrc.cfg" -seed 5; then
     if [ "$gpu" = 1 ]; then
       det "$WORK/y2.w" "$np" "$WORK/y.cfg" -seed 5 || fail "yolov3-tiny trained a second time"
-      cmp -s "$WORK/y.w" "$WORK/y2.w" || nondet=1
-      echo "GPU runs repeat to the bit: $([ "$nondet" = 0 ] && echo yes || echo no)"
+      repeats "$WORK/y.w" "$WORK/y2.w"
     fi
     identical "yolov3-tiny, random=1, $np ranks: byte-identical with [net] recompute=1" "$WORK/y.w" "$WORK/yrc.w"
     check "rank 0 says which groups recompute" grep -qE "fsdp: [1-9][0-9]* of [0-9]+ groups recompute their activations" "$WORK/yrc.w.err"
@@ -281,8 +286,7 @@ DN=$REF_DN train "$WORK/one-rc.w" "$D/data.data" "$WORK/one-rc.cfg" -plugin "$PL
 [ "$REF_DN" = "$DN" ] || pass "world 1 under valgrind: no memory error"
 if [ "$gpu" = 1 ]; then
   train "$WORK/one-again.w" "$D/data.data" "$WORK/one.cfg" -plugin "$PLUGIN" -seed 9 -clear "$WORK/init.w"
-  cmp -s "$WORK/one.w" "$WORK/one-again.w" || nondet=1
-  echo "GPU runs repeat to the bit: $([ "$nondet" = 0 ] && echo yes || echo no)"
+  repeats "$WORK/one.w" "$WORK/one-again.w"
 fi
 identical "world 1: byte-identical with recompute=1 on both groups" "$WORK/one.w" "$WORK/one-rc.w"
 check_not "world 1: the network trained" cmp -s "$WORK/init.w" "$WORK/one.w"
