@@ -8,12 +8,12 @@
  * the order every rank posts them. */
 enum { TAG_NOW, TAG_STARTED };
 
-/* The blocking sums' scratch: one round's term of each other rank, 256 KB
- * each (and a float: an all-reduce's share), made whole at the first one
- * (the start-up warm-up, fsdp_memplan.h) and never grown. */
+/* The blocking sums' scratch: one round's term of each other rank (and a
+ * float: an all-reduce's share), about 1 MB in all, made whole at the
+ * first one (the start-up warm-up, fsdp_memplan.h) and never grown. */
 static size_t now_floats(const fsdp_pairs *p)
 {
-    return (size_t)(p->size - 1) * (FSDP_PAIRS_ROUND + 1);
+    return (size_t)(p->size - 1) * (fsdp_pairs_round(p->size) + 1);
 }
 
 
@@ -141,7 +141,7 @@ fsdp_status fsdp_pairs_reduce_scatter(fsdp_pairs *p, const float *full, float *s
 {
     float *s = NULL;
     if (p->size > 1) FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, now_floats(p), &s));
-    size_t round = fsdp_min_size(p->limit, FSDP_PAIRS_ROUND);
+    size_t round = fsdp_min_size(p->limit, fsdp_pairs_round(p->size));
     for (size_t off = 0; off < n; off += round) {
         size_t k = fsdp_min_size(round, n - off);
         aim_scatter(p, full + off, s, n, round);
@@ -162,7 +162,8 @@ fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
     float *s = NULL;
     FSDP_TRY(scratch(p, FSDP_PAIRS_NOW, now_floats(p), &s));
     /* Pieces whose shares fit a round (and a message). */
-    size_t piece = fsdp_min_size(p->limit, FSDP_PAIRS_ROUND * (size_t)p->size), most = FSDP_PAIRS_ROUND + 1;
+    size_t round = fsdp_pairs_round(p->size);
+    size_t piece = fsdp_min_size(p->limit, round * (size_t)p->size), most = round + 1;
     for (size_t off = 0; off < count; off += piece) {
         size_t k = fsdp_min_size(piece, count - off);
         float *b = buf + off;

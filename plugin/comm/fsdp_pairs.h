@@ -22,7 +22,7 @@
  * from a scratch of (ranks - 1) of its parts ("held"), kept and grown to
  * the largest.  One started reduce-scatter at a time holds it: a second
  * one completes the first before it starts.  Blocking sums go round by
- * round, FSDP_PAIRS_ROUND floats of each term at a time, through a scratch
+ * round, fsdp_pairs_round floats of each term at a time, through a scratch
  * of their own ("now": (ranks - 1) rounds, made whole at the first, which
  * is the start-up warm-up), so they may run while a started one is in
  * flight and their memory does not grow with the buffers. */
@@ -34,7 +34,16 @@
 #include "fsdp_mpi.h"
 
 enum { FSDP_PAIRS_NOW, FSDP_PAIRS_HELD };   /* the scratch of blocking calls, of the started one */
-#define FSDP_PAIRS_ROUND ((size_t)1 << 16)   /* floats of each term a blocking sum takes at once */
+/* Floats of each term a blocking sum takes at once: FSDP_PAIRS_ROUND up
+ * to 5 ranks, then fewer, so that the round's scratch for the other ranks'
+ * terms stays FSDP_PAIRS_NOW_FLOATS at any world (and a page at least). */
+#define FSDP_PAIRS_ROUND ((size_t)1 << 16)
+#define FSDP_PAIRS_NOW_FLOATS ((size_t)1 << 18)
+static inline size_t fsdp_pairs_round(int ranks)
+{
+    size_t r = ranks > 1 ? FSDP_PAIRS_NOW_FLOATS / (size_t)(ranks - 1) : FSDP_PAIRS_ROUND, page = 1024;
+    return r > FSDP_PAIRS_ROUND ? FSDP_PAIRS_ROUND : r < page ? page : r;
+}
 
 typedef struct fsdp_pairs {
     MPI_Comm comm;

@@ -1,12 +1,20 @@
 /* fsdp_shm.c: see fsdp_shm.h.
  *
- * Each rank's segment has two halves; a collective runs in rounds, round
- * after round alternating halves (across calls too).  A round writes this
- * rank's input into one half, meets the others at a barrier, and reads.
- * Round k + 2 writes that half again only after every rank passed round
- * k + 1's barrier, which each reaches after its reads of round k: one
- * barrier per round suffices for a reduce-scatter, two for an all-reduce
- * (whose reduced parts are read back from the segments). */
+ * Each rank's segment has one slot per rank, and each slot two halves; a
+ * collective runs in rounds, round after round alternating halves (across
+ * calls too).  A round writes this rank's input into its slots' halves,
+ * meets the others at a barrier, and reads.  Round k + 2 writes that half
+ * again only after every rank passed round k + 1's barrier, which each
+ * reaches after its reads of round k: one barrier per round suffices for a
+ * reduce-scatter, two for an all-reduce (whose sums are read back from the
+ * segments).
+ *
+ * Rank r reads only two slots of rank q's segment: slot r (the terms q
+ * sends r) and slot q (what q publishes to all).  A slot's two halves lie
+ * side by side, so what a rank maps of the others' segments is the same
+ * few pages in every call, whatever the sizes: the start-up warm-up maps
+ * them all, and a rank's memory does not drift with the order of calls or
+ * grow with more than one slot per other rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +31,18 @@ struct fsdp_shm {
     float **seg;       /* each rank's segment, mapped in this process */
     const float **rows; /* world terms of a sum, in rank order (scratch) */
     int half;          /* the half the next round writes */
+    size_t part;       /* floats of a rank's part in a round (fsdp_shm_part_floats) */
     MPI_Win region[FSDP_SHM_REGIONS];   /* fsdp_shm_region's, freed with the rest */
     int nregions;
 };
 
-/* A part (FSDP_SHM_PART_FLOATS) is small enough that a round's copies and
- * sums stay in cache, large enough that a barrier per round costs little;
- * a half holds one part per rank, so a reduce-scatter (whose input holds
- * every rank's part) takes as few rounds as an all-gather of the same
- * shard. */
-static size_t half_floats(const fsdp_shm *s) { return FSDP_SHM_PART_FLOATS * (size_t)s->world; }
+/* A part (fsdp_shm_part_floats) is small enough that a round's copies and
+ * sums stay in cache, large enough that a barrier per round costs little.
+ * Rank q's slot `slot`, in the half this round writes. */
+static float *slot_now(const fsdp_shm *s, int q, int slot)
+{
+    return s->seg[q] + ((size_t)slot * 2 + (size_t)s->half) * s->part;
+}
 
 
 void fsdp_shm_close(fsdp_shm *s)
@@ -61,7 +71,7 @@ void fsdp_shm_close(fsdp_shm *s)
 static fsdp_status map_segments(fsdp_shm *s)
 {
     float *base = NULL;
-    size_t floats = s->spans_all ? 2 * half_floats(s) : 1;
+    size_t floats = s->spans_all ? 2 * s->part * (size_t)s->world : 1;
     mpiCheck(MPI_Comm_set_errhandler(s->node, MPI_ERRORS_RETURN));
     mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(floats * sizeof(float)), sizeof(float),
                                      MPI_INFO_NULL, s->node, &base, &s->win));
@@ -85,6 +95,7 @@ static fsdp_status split_node(MPI_Comm comm, fsdp_shm *s, int *sizes)
     mpiCheck(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &s->node));
     mpiCheck(MPI_Comm_rank(s->node, &s->rank));
     mpiCheck(MPI_Comm_size(s->node, &s->world));
+    s->part = fsdp_shm_part_floats(s->world);
     sizes[0] = s->world;
     sizes[1] = -s->world;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, comm));
@@ -206,27 +217,31 @@ fsdp_status fsdp_shm_region(fsdp_shm *s, size_t count, float **out)
     return FSDP_OK;
 }
 
-/* out[0..k) = sum over ranks q, in rank order, of seg[q][half][at .. at + k),
- * except this rank's own term, read from own[0..k) (which may be out). */
-static void sum_segments(const fsdp_shm *s, float *out, const float *own, size_t at, size_t k)
+/* out[0..k) = sum over ranks q, in rank order, of rank q's slot for this
+ * rank, except this rank's own term, read from own[0..k) (which may be out). */
+static void sum_slots(const fsdp_shm *s, float *out, const float *own, size_t k)
 {
     const float **in = s->rows;
-    size_t h = (size_t)s->half * half_floats(s) + at;
-    for (int q = 0; q < s->world; ++q) in[q] = q == s->rank ? own : s->seg[q] + h;
+    for (int q = 0; q < s->world; ++q) in[q] = q == s->rank ? own : slot_now(s, q, s->rank);
     fsdp_sum_rows(out, in, s->world, 0, k);
+}
+
+/* For each rank r but this one, its k floats at src + r * stride into this
+ * rank's slot r. */
+static void send_terms(fsdp_shm *s, const float *src, size_t stride, size_t k)
+{
+    for (int r = 0; r < s->world; ++r)
+        if (r != s->rank) memcpy(slot_now(s, s->rank, r), src + (size_t)r * stride, k * sizeof(float));
 }
 
 fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)
 {
-    size_t c = FSDP_SHM_PART_FLOATS;
-    for (size_t off = 0; off < n; off += c) {
-        size_t k = fsdp_min_size(c, n - off);
-        float *mine = s->seg[s->rank] + (size_t)s->half * half_floats(s);
-        /* The others' parts only: this rank adds its own straight from full. */
-        for (int r = 0; r < s->world; ++r)
-            if (r != s->rank) memcpy(mine + (size_t)r * k, full + (size_t)r * n + off, k * sizeof(float));
+    for (size_t off = 0; off < n; off += s->part) {
+        size_t k = fsdp_min_size(s->part, n - off);
+        /* The others' terms only: this rank adds its own straight from full. */
+        send_terms(s, full + off, n, k);
         FSDP_TRY(meet(s));
-        sum_segments(s, shard + off, full + (size_t)s->rank * n + off, (size_t)s->rank * k, k);
+        sum_slots(s, shard + off, full + (size_t)s->rank * n + off, k);
         s->half ^= 1;
     }
     return FSDP_OK;
@@ -234,36 +249,43 @@ fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard
 
 fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n)
 {
-    size_t c = FSDP_SHM_PART_FLOATS;
-    for (size_t off = 0; off < n; off += c) {
-        size_t k = fsdp_min_size(c, n - off), h = (size_t)s->half * half_floats(s);
-        memcpy(s->seg[s->rank] + h, shard + off, k * sizeof(float));
+    for (size_t off = 0; off < n; off += s->part) {
+        size_t k = fsdp_min_size(s->part, n - off);
+        memcpy(slot_now(s, s->rank, s->rank), shard + off, k * sizeof(float));
         FSDP_TRY(meet(s));
         /* In place, this rank's own part is copied onto itself: the same floats. */
-        for (int q = 0; q < s->world; ++q) memcpy(full + (size_t)q * n + off, s->seg[q] + h, k * sizeof(float));
+        for (int q = 0; q < s->world; ++q) memcpy(full + (size_t)q * n + off, slot_now(s, q, q), k * sizeof(float));
         s->half ^= 1;
     }
     return FSDP_OK;
 }
 
+/* Rank q's share of k floats: [k q / W, k (q + 1) / W), as the
+ * point-to-point path splits them (fsdp_pairs.c). */
+static size_t share_lo(const fsdp_shm *s, size_t k, int q) { return k * (size_t)q / (size_t)s->world; }
+
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
 {
-    for (size_t off = 0; off < count; off += FSDP_SHM_PART_FLOATS) {
-        size_t k = fsdp_min_size(FSDP_SHM_PART_FLOATS, count - off);
-        size_t h = (size_t)s->half * half_floats(s);
-        memcpy(s->seg[s->rank] + h, buf + off, k * sizeof(float));
+    /* A piece whose every share fits a part. */
+    size_t piece = s->part * (size_t)s->world;
+    for (size_t off = 0; off < count; off += piece) {
+        size_t k = fsdp_min_size(piece, count - off);
+        float *b = buf + off;
+        size_t lo = share_lo(s, k, s->rank), mine = share_lo(s, k, s->rank + 1) - lo;
+        /* Each rank's share of this rank's terms to it; this rank's share
+         * summed (its own term read from buf), then published in its own
+         * slot of its segment, which no rank reads before the second meet. */
+        for (int r = 0; r < s->world; ++r) {
+            size_t a = share_lo(s, k, r);
+            if (r != s->rank) memcpy(slot_now(s, s->rank, r), b + a, (share_lo(s, k, r + 1) - a) * sizeof(float));
+        }
         FSDP_TRY(meet(s));
-        /* Reduce this rank's part into buf (its own term read from buf
-         * before the block is written), then publish the sum in the
-         * segment for the others. */
-        size_t lo = k * (size_t)s->rank / (size_t)s->world, hi = k * (size_t)(s->rank + 1) / (size_t)s->world;
-        sum_segments(s, buf + off + lo, buf + off + lo, lo, hi - lo);
-        memcpy(s->seg[s->rank] + h + lo, buf + off + lo, (hi - lo) * sizeof(float));
+        sum_slots(s, b + lo, b + lo, mine);
+        memcpy(slot_now(s, s->rank, s->rank), b + lo, mine * sizeof(float));
         FSDP_TRY(meet(s));
         for (int q = 0; q < s->world; ++q) {
-            if (q == s->rank) continue;
-            size_t a = k * (size_t)q / (size_t)s->world, b = k * (size_t)(q + 1) / (size_t)s->world;
-            memcpy(buf + off + a, s->seg[q] + h + a, (b - a) * sizeof(float));
+            size_t a = share_lo(s, k, q);
+            if (q != s->rank) memcpy(b + a, slot_now(s, q, q), (share_lo(s, k, q + 1) - a) * sizeof(float));
         }
         s->half ^= 1;
     }

@@ -22,10 +22,21 @@
 
 typedef struct fsdp_shm fsdp_shm;
 
-/* A round moves at most this many floats of each rank's part; a rank's
- * segment holds two halves (written in turn) of world parts each, so a
- * reduce-scatter of 2 * world parts per rank touches all of it. */
+/* A round moves one part of each rank's input.  A rank's segment holds a
+ * slot per rank, each of two halves (written in turn) of one part, so a
+ * reduce-scatter of 2 parts per rank touches all of it.  Parts shrink as
+ * the ranks grow, from FSDP_SHM_PART_FLOATS at up to 4 ranks to a slot of
+ * 64 KB (the kernel maps a shared file's pages 64 KB at a time on a read
+ * fault) at 32 and more: a segment of FSDP_SHM_HALF_FLOATS floats a half
+ * up to 32 ranks, then 64 KB more per rank, and of each other rank's
+ * segment a rank maps two slots. */
 #define FSDP_SHM_PART_FLOATS ((size_t)1 << 16)
+#define FSDP_SHM_HALF_FLOATS ((size_t)1 << 18)
+static inline size_t fsdp_shm_part_floats(int world)
+{
+    size_t p = FSDP_SHM_HALF_FLOATS / (size_t)(world > 0 ? world : 1), least = (size_t)1 << 13;
+    return p > FSDP_SHM_PART_FLOATS ? FSDP_SHM_PART_FLOATS : p < least ? least : p;
+}
 
 /* Collective over comm.  *out = NULL (and FSDP_OK) where nothing applies: a
  * world of one, FSDP_SHM=0, machines running different numbers of comm's

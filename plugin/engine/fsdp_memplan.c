@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "fsdp_engine.h"
 #include "fsdp_memplan.h"
+#include "fsdp_pairs.h"
 #include "fsdp_shm.h"
 
 size_t fsdp_memplan_resident(void)
@@ -27,7 +28,15 @@ fsdp_status fsdp_memplan_warm_up(fsdp_coll *be)
     /* 512: past one of OpenBLAS's packing blocks in each dimension, a few
      * milliseconds of work. */
     enum { N = 512 };
-    size_t world = be ? (size_t)be->world : 1, n = 2 * world * FSDP_SHM_PART_FLOATS;
+    int w = be ? be->world : 1;
+    /* Two parts per rank fill both halves of the window, and each of the
+     * three collectives maps the pages of the others' segments that it
+     * reads in every later call (fsdp_shm.c); a round of terms makes the
+     * blocking sums' scratch.  Both shrink as the ranks grow, so
+     * the gathered buffer (world * n) stays about 1 MB: the warm-up costs
+     * the same memory and time at any world. */
+    size_t world = (size_t)w, n = 2 * fsdp_shm_part_floats(w);
+    if (n < fsdp_pairs_round(w)) n = fsdp_pairs_round(w);
     size_t floats = 3 * (size_t)N * N > world * n ? 3 * (size_t)N * N : world * n;
     float *a = calloc(floats + n, sizeof *a);
     if (!a) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory at start-up");
@@ -36,6 +45,7 @@ fsdp_status fsdp_memplan_warm_up(fsdp_coll *be)
     if (be && world > 1) {
         s = fsdp_coll_all_gather(be, a + floats, a, n);
         if (s == FSDP_OK) s = fsdp_coll_reduce_scatter(be, a, a + floats, n);
+        if (s == FSDP_OK) s = fsdp_coll_all_reduce(be, a, n);
     }
     free(a);
     return s;

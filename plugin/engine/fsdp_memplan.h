@@ -46,9 +46,11 @@ size_t fsdp_memplan_resident(void);
 /* Before measuring the fixed cost: touches what every step will touch
  * whatever the network, so that it counts there: the BLAS's packing
  * buffers (one gemm through Darknet's own entry point) and, with several
- * ranks (be not NULL), the transport's (one all-gather and one
- * reduce-scatter that fill the shared-memory window, fsdp_shm.h, or make
- * the point-to-point path's scratch for blocking sums, fsdp_pairs.h). */
+ * ranks (be not NULL), the transport's (an all-gather, a reduce-scatter
+ * and an all-reduce that fill the shared-memory window and map what each
+ * reads of the others' segments, fsdp_shm.h, or make the point-to-point
+ * path's scratch for blocking sums, fsdp_pairs.h).  Its cost does not grow
+ * with the ranks. */
 fsdp_status fsdp_memplan_warm_up(fsdp_coll *be);
 
 /* After fsdp_on_network_built, before the first step: the prediction for
