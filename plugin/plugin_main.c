@@ -3,6 +3,8 @@
 #include <malloc.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,8 +47,11 @@ static double timeout_s = FSDP_WATCH_DEFAULT_S;   /* -fsdp-timeout */
 static pthread_t main_thread;      /* the one thread that may call MPI */
 static fsdp_bn bn;                 /* synchronized batch norm: its state and counts */
 static fsdp_hosts hosts;           /* which ranks share a machine */
-static size_t fixed_bytes;         /* resident before the network was built (the process, libraries, MPI) */
+static fsdp_mem_fixed fixed_bytes; /* resident before the network was built (the process, libraries, MPI) */
 static fsdp_mem_prediction predicted;   /* host runs, from network_built on; peak 0 otherwise */
+static uint64_t setup_cpu_us;      /* this rank's CPU time when the network was built and sharded */
+static double setup_cpu_s[2];      /* its least and most over the ranks, agreed at the first step */
+static size_t peak_pss;            /* rank 0 with -fsdp-stats: its largest PSS at a step's end */
 
 /* The run's options, as the flags gave them. */
 static struct {
@@ -132,6 +137,15 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
 #endif
 }
 
+/* The process's CPU time so far, every thread's, user and system. */
+static uint64_t cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static int h_built(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
@@ -153,6 +167,7 @@ static int h_built(void *c, network *net, const char *cfg)
     if (s == FSDP_OK && first && e->be->rank == 0) print_startup_notes(e);
     if (s == FSDP_OK && first && run.resume)
         s = fsdp_ckpt_read(e, net, run.weights_file, agreement.size, agreement.hash);
+    if (first) setup_cpu_us = cpu_us();
     return to_dn(s);
 }
 /* A recomputed group's forward replays its batch norm's global statistics
@@ -237,7 +252,7 @@ static fsdp_status write_stats(const fsdp_engine *e)
 {
     if (!run.stats_path || !e->be || e->be->rank != 0 || !e->net || run.stats_written) return FSDP_OK;
     run.stats_written = 1;
-    fsdp_stats_sources src = { e, &bn, &hosts, &predicted };
+    fsdp_stats_sources src = { e, &bn, &hosts, &predicted, peak_pss, { setup_cpu_s[0], setup_cpu_s[1] } };
     return fsdp_write_stats(&src, run.stats_path);
 }
 static int h_free(void *c, network *net)
@@ -342,14 +357,16 @@ static void print_startup_notes(const fsdp_engine *e)
                 "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f%s\n",
                 m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
                 m->model_state / 1e6, node_note, m->step_buffers / 1e6, scratch_note);
-    /* The copying path, where the cfg never chose: the faster way is one
-     * key away (it stays opt-in for what RSS shows). */
+    /* RSS counts node memory in every rank that maps it; the machine holds it once. */
     fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);
-    if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e) && at.machines == 1)
-        fprintf(stderr, "fsdp: all %d ranks share this machine: shard_node_shared=1 would keep the parameters "
-                "here once and gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this "
-                "note out\n", e->be->world);
-    else if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e))
+    if (m->peak && e->node.on)
+        fprintf(stderr, "fsdp: the parameters live once per machine in shared memory (shard_node_shared=1%s): "
+                "its %d ranks need %.1f MB in all, %.1f MB each (PSS); RSS counts the %.1f MB of it each "
+                "rank maps\n", e->cfg.node_shared_set ? "" : ", the default on one machine", at.ranks,
+                m->pss * (double)at.ranks / 1e6, m->pss / 1e6, m->node_shared / 1e6);
+    /* Hybrid sharding, where the cfg never chose: fewer bytes between
+     * machines, one key away (its sums go machine by machine). */
+    if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e) && at.machines > 1)
         fprintf(stderr, "fsdp: the %d ranks run on %d machines of %d: shard_node_shared=1 would keep the "
                 "parameters once per machine and send between machines only the sums and updates of each "
                 "rank's part (fewer bytes; docs/machines.md); shard_node_shared=0 leaves this note out\n",
@@ -369,10 +386,28 @@ static int h_built_shown(void *c, network *net, const char *cfg)
     return r;
 }
 
+/* What the stats report of set-up and memory, at a step's end: every
+ * rank's set-up CPU time once (every rank is here), rank 0's PSS. */
+static fsdp_status note_step(fsdp_engine *e)
+{
+    if (e->steps == 1) {
+        uint64_t lo, hi;
+        FSDP_TRY(fsdp_ctl_min_max_u64(e->be, setup_cpu_us, &lo, &hi));
+        setup_cpu_s[0] = lo / 1e6;
+        setup_cpu_s[1] = hi / 1e6;
+    }
+    if (run.stats_path && e->be->rank == 0) {
+        size_t pss = fsdp_memplan_pss();
+        if (pss > peak_pss) peak_pss = pss;
+    }
+    return FSDP_OK;
+}
+
 static int h_step_logged(void *c, network *net, float *loss)
 {
     fsdp_engine *e = c;
     int r = h_step(c, net, loss);
+    if (r == DN_OK && net == e->net) r = to_dn(note_step(e));
     if (r == DN_OK && net == e->net && e->be->rank == 0) {
         fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
         r = to_dn(fsdp_log_step(&train_log, net, *loss, bytes_moved(e)));
@@ -552,7 +587,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK) s = fsdp_engine_init(&engine, be, host_coll);
     if (s == FSDP_OK) s = fsdp_hosts_find(be, &hosts);
     if (s == FSDP_OK) s = fsdp_memplan_warm_up(host_coll);
-    fixed_bytes = fsdp_memplan_resident();   /* before Darknet builds anything */
+    fixed_bytes = fsdp_memplan_fixed();   /* before Darknet builds anything */
     /* Only where network_built follows the build (fsdp_stage.h). */
     if (s == FSDP_OK)
         engine.stage = (fsdp_stage){ .enabled = be->world > 1 && fsdp_command_trains_exactly(*argc, argv),

@@ -2,7 +2,7 @@
 """Checks an -fsdp-stats file against the communication theory of docs/DESIGN.md.
 
 usage: check_stats.py STATS --world N --strategy S --steps K [--subdivisions D]
-                      [--reshard 0|1] [--sync-bn 0|1] [--bn NAME=CHANNELS]... [--node-shared 0|1]
+                      [--reshard 0|1] [--sync-bn 0|1] [--bn NAME=CHANNELS]... [--node-shared 0|1|-1]
                       [--hosts H0,H1,...] GROUP...
 GROUP is NAME=TRAINABLE,FROZEN,NEEDS_BACKWARD,FROZEN_BACKWARD with counts of
 parameters worked out from the cfg by hand (see the cfg's comments) and 0/1
@@ -16,7 +16,9 @@ padded buffers of N*ceil(T/N) and N*ceil(F/N) floats:
            when a frozen layer of the group must pass deltas back.
   grad_op: one reduce-scatter and one all-gather of T's buffer.
   none:    one all-reduce of T floats.
-shard_node_shared=1 (--node-shared 1) under full with N > 1: every buffer
+shard_node_shared=1 (--node-shared 1, or -1, the default: the cfg leaves
+the key out, which turns it on where every rank shares one machine's
+memory, FSDP_SHM not 0) under full with N > 1: every buffer
 lives once in node memory, so gathers move nothing (all-gather 0 bytes, no
 backward gathers), and node_shared_bytes is the sum of the padded buffers
 plus L gradient slots of the largest trainable buffer, L the ranks per
@@ -40,6 +42,7 @@ plugin's theory and this one agree.
 Exits 1 with every mismatch listed."""
 import argparse
 import json
+import os
 import sys
 
 
@@ -84,7 +87,9 @@ def main():
     ap.add_argument("--reshard", type=int, default=1)
     ap.add_argument("--sync-bn", type=int, default=1)
     ap.add_argument("--bn", action="append", default=[], metavar="NAME=CHANNELS")
-    ap.add_argument("--node-shared", type=int, default=0)
+    # -1: the cfg leaves the key out, whose default is on where every rank
+    # shares one machine's memory (not FSDP_SHM=0).
+    ap.add_argument("--node-shared", type=int, default=-1)
     ap.add_argument("--hosts", default=None, metavar="H0,H1,...")
     ap.add_argument("groups", nargs="+")
     a = ap.parse_args()
@@ -131,9 +136,11 @@ def main():
         if g.get("stays_gathered") != stays:
             bad.append("group %s: stays_gathered = %s, theory %s" % (g["name"], g.get("stays_gathered"), stays))
     totals = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
-    node = a.node_shared and a.strategy == "full" and a.world > 1
     hosts = [int(h) for h in a.hosts.split(",")] if a.hosts else [0] * a.world
     machines = len(set(hosts))
+    if a.node_shared == -1:
+        a.node_shared = int(machines == 1 and os.environ.get("FSDP_SHM", "1") != "0")
+    node = a.node_shared and a.strategy == "full" and a.world > 1
     hybrid = node and machines > 1
     node_bytes = slot = 0
     for spec in a.groups:

@@ -170,7 +170,7 @@ case $case_name in
     # head's batch norm: 8 + 16 channels synchronized.
     check "$np ranks: stats bytes equal the theory (backbone: no reduce-scatter, no backward gather)" \
       python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy full --steps "$steps" --bn head=24 \
-        --node-shared "$([ "$variant" = node ] && echo 1 || echo 0)" \
+        --node-shared "$([ "$variant" = node ] && echo 1 || echo -1)" \
         "(root)=0,0,1,0" "backbone=0,0,0,0" "backbone.low=0,2196,0,0" "backbone.high=0,21504,0,0" "head=4682,0,1,0" ;;
   regressor)
     # data.data's classes=2 would read 2 values: regress all 5 of the first

@@ -4,7 +4,10 @@
 # strategy; and the stats file's bytes equal to the theory.
 # usage: test_equivalence.sh CFG NP [adam] [subdiv2] [prefetch] [keep] [node]
 #   prefetch: shard_prefetch=1; keep: reshard_after_forward=0;
-#   node: shard_node_shared=1 (grad_op and none run with it off, as rank 0 says)
+#   node: shard_node_shared=1 (grad_op and none run with it off, as rank 0 says);
+#   without it, full on ranks of one machine that share memory has it on by
+#   default (rank 0 says so), and the node variant also runs
+#   shard_node_shared=0, the copying path
 . "$(dirname "$0")/lib.sh"
 name=$1 np=$2
 shift 2
@@ -43,6 +46,12 @@ case " $variants " in *" subdiv2 "*) sd=2 ;; esac
 reshard=1 node=0
 case " $variants " in *" keep "*) reshard=0 ;; esac
 case " $variants " in *" node "*) node=1 ;; esac
+# node_in_effect STRATEGY: 1 where node-shared parameters apply to the run:
+# asked for, or by default on ranks of one machine that share memory.
+node_in_effect() {
+  [ "$node" = 1 ] && { echo 1; return; }
+  [ "$1" = full ] && [ "$np" -gt 1 ] && [ "${FSDP_SHM:-1}" != 0 ] && echo 1 || echo 0
+}
 
 ref_cfg=$WORK/ref.cfg
 variant_cfg "$ref_cfg" $((b * np))
@@ -69,7 +78,7 @@ for strategy in full grad_op none; do
     "$WDIFF" "$WORK/ref.w" "$WORK/$strategy.w" --tol 1e-4
   check "$np ranks, shard=$strategy: bytes in the stats file equal the theory" \
     python3 "$S/tests/check_stats.py" "$WORK/$strategy.json" --world "$np" --strategy "$strategy" \
-      --steps "$steps" --subdivisions "$sd" --reshard "$reshard" --node-shared "$node" "${groups[@]}"
+      --steps "$steps" --subdivisions "$sd" --reshard "$reshard" --node-shared "$(node_in_effect "$strategy")" "${groups[@]}"
   if [ "$node" = 1 ] && [ "$strategy" != full ] && [ "$np" -gt 1 ]; then
     check "$np ranks, shard=$strategy: rank 0 says shard_node_shared=1 is off" \
       grep -q "fsdp: shard_node_shared=1 is off: it applies to shard=full" "$WORK/$strategy.w.err"
@@ -83,24 +92,22 @@ for strategy in full grad_op none; do
         FSDP_SHM=1 train_np "$WORK/$strategy-shm.w" "$np" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5); then
       check "$np ranks, shard=$strategy: byte-identical to the same run through shared memory" \
         cmp "$WORK/$strategy.w" "$WORK/$strategy-shm.w"
-      # (rank 0's note on shard_node_shared=1 comes only with shared memory)
-      [ "$strategy" != full ] || [ "$node" = 1 ] || check "  ... which did run through shared memory" \
-        grep -q "share this machine: shard_node_shared=1 would keep" "$WORK/$strategy-shm.w.err"
+      # (node-shared parameters, and rank 0's note on them, come only with shared memory)
+      [ "$strategy" != full ] || check "  ... which did run through shared memory" \
+        grep -q "fsdp: the parameters live once per machine in shared memory" "$WORK/$strategy-shm.w.err"
     else
       fail "$np ranks, shard=$strategy through shared memory ran"
     fi
   fi
-  # The copying path on one machine with the cfg silent on the key: rank 0
-  # (once) points to shard_node_shared=1; not when the key is set, nor when
-  # the ranks share no memory (FSDP_SHM=0).
+  # On one machine with the cfg silent on the key, node-shared parameters
+  # are the default: rank 0 says so once, with the memory the machine holds
+  # (PSS); not when the ranks share no memory (FSDP_SHM=0).
   if [ "$strategy" = full ] && [ "$np" -gt 1 ]; then
-    notes=$(grep -c "fsdp: all $np ranks share this machine: shard_node_shared=1 would keep" "$WORK/full.w.err" || true)
+    notes=$(grep -c "fsdp: the parameters live once per machine in shared memory (shard_node_shared=1, the default on one machine): its $np ranks need [0-9.]* MB in all, [0-9.]* MB each (PSS)" "$WORK/full.w.err" || true)
     if [ "$node" = 0 ] && [ "${FSDP_SHM:-1}" != 0 ]; then
-      check "$np ranks, shard=full on one machine: rank 0 once points to shard_node_shared=1" [ "$notes" = 1 ]
-      check "  ... and to the page that explains it, docs/cfg-keys.md" \
-        grep -qF "gather nothing (faster; docs/cfg-keys.md); shard_node_shared=0 leaves this note out" "$WORK/full.w.err"
+      check "$np ranks, shard=full on one machine: rank 0 once says the parameters live once per machine, by default" [ "$notes" = 1 ]
     else
-      check "$np ranks, shard=full: no note about shard_node_shared" [ "$notes" = 0 ]
+      check "$np ranks, shard=full: no note about the default" [ "$notes" = 0 ]
     fi
   fi
 done
@@ -111,8 +118,8 @@ if [ "$node" = 1 ] && [ "$np" -gt 1 ]; then
   sed -i 's/^shard_node_shared=1$/shard_node_shared=0/' "$WORK/$(basename "$CFG")"
   if train_np "$WORK/full-copy.w" "$np" "$D/data.data" "$WORK/$(basename "$CFG")" -seed 5; then
     check "$np ranks, shard=full: shard_node_shared=1 byte-identical to the copying path" cmp "$WORK/full.w" "$WORK/full-copy.w"
-    check "$np ranks, shard=full, shard_node_shared=0: no note about the key" \
-      [ "$(grep -c "share this machine" "$WORK/full-copy.w.err" || true)" = 0 ]
+    check "$np ranks, shard=full, shard_node_shared=0: no note about node memory" \
+      [ "$(grep -c "live once per machine" "$WORK/full-copy.w.err" || true)" = 0 ]
   else
     fail "$np ranks, shard=full without shard_node_shared ran"
   fi

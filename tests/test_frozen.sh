@@ -153,7 +153,7 @@ if train_np "$WORK/np.w" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 9 -clear -
   check "$np ranks: frozen floats bit-identical to the start" "$WDIFF" "$WORK/init.w" "$WORK/np.w" --exact --floats "$lo:$hi"
   check "$np ranks: stats bytes equal the theory (no reduce-scatter, no backward gather where no backward)" \
     python3 "$S/tests/check_stats.py" "$WORK/stats.json" --world "$np" --strategy "$strategy" --steps "$steps" \
-      --subdivisions "$sd" --node-shared "$node" "${groups[@]}"
+      --subdivisions "$sd" --node-shared "$([ "$node" = 1 ] && echo 1 || echo -1)" "${groups[@]}"
 else
   fail "$np ranks ran"
 fi

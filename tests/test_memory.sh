@@ -19,6 +19,7 @@ cfg() { # cfg OUT SHARD FROZEN: 3 connected layers of 2048 in groups a, b, c, th
     printf '[net]\nbatch=2\nsubdivisions=1\nwidth=32\nheight=32\nchannels=3\nlearning_rate=0.01\n'
     printf 'momentum=0.9\ndecay=0.0005\nmax_batches=3\npolicy=constant\nshard=%s\n' "${2%-*}"
     [ "$2" = full-node ] && printf 'shard_node_shared=1\n'
+    [ "$2" = full ] && printf 'shard_node_shared=0\n'   # the copying path (node memory is full-node)
     for g in a b c; do
       printf '\n[connected]\noutput=2048\nactivation=leaky\nshard_group=trunk.%s\n' "$g"
       [ "$3" = 1 ] && printf 'frozen=1\n'
@@ -152,7 +153,8 @@ rows = {}
 for line in open(os.path.join(work, "plan%s.md" % fz)):
     m = re.match(r"\| (\d+) \|(.*)\|\s*$", line)
     if m:
-        rows[int(m.group(1))] = [tuple(map(float, re.findall(r"[\d.]+", c))) for c in m.group(2).split("|")]
+        # (a node-shared cell ends with "; PSS X", the machine's share: not compared here)
+        rows[int(m.group(1))] = [tuple(map(float, re.findall(r"[\d.]+", c.split(";")[0]))) for c in m.group(2).split("|")]
 bad, seen = [], 0
 node = fz == "2"
 for w in worlds:

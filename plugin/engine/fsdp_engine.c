@@ -159,18 +159,28 @@ const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
            : NULL;
 }
 
+/* Whether shard_node_shared=1 is in effect where it fits: as the cfg says,
+ * or, where it leaves the key out, when every rank shares one machine (the
+ * same bytes as the copying path, faster).  On several machines it is
+ * hybrid sharding, whose sums go machine by machine: asked for only. */
+static int node_shared_wanted(const fsdp_engine *e)
+{
+    if (e->cfg.node_shared_set) return e->cfg.node_shared;
+    return fsdp_coll_node_layout(e->dbe).machines == 1;
+}
+
 /* shard_node_shared=1: every sharded flat moves into one region of node
  * memory, each rank copying in its own parts (on several machines, and
  * sending them to its peers, so that each machine holds every part);
- * where it cannot apply, rank 0 says why it is off. */
+ * where the cfg asks for it and it cannot apply, rank 0 says why it is off. */
 static fsdp_status share_node(fsdp_engine *e)
 {
-    if (!e->cfg.node_shared) return FSDP_OK;
     const char *why = fsdp_engine_node_shared_unfit(e);
     if (why) {
-        if (e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
+        if (e->cfg.node_shared && e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
         return FSDP_OK;
     }
+    if (!node_shared_wanted(e)) return FSDP_OK;
     fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);
     size_t total = 0, slot = 0;
     for (int g = 0; g < e->ngroups; ++g) {
@@ -229,7 +239,8 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
-    FSDP_TRY(agree(e, local, fsdp_fnv1a(e->plan_hash, &e->cfg.node_shared, sizeof e->cfg.node_shared)));
+    int node_key = e->cfg.node_shared_set ? e->cfg.node_shared : -1;
+    FSDP_TRY(agree(e, local, fsdp_fnv1a(e->plan_hash, &node_key, sizeof node_key)));
 
     e->net = net;
     e->ngroups = e->plan.ngroups;

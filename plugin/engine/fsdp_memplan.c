@@ -19,6 +19,18 @@ size_t fsdp_memplan_resident(void)
     return n == 2 ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
+size_t fsdp_memplan_pss(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long kb = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "Pss: %lu kB", &kb) == 1;
+    fclose(f);
+    return found ? (size_t)kb * 1024 : 0;
+}
+
 /* Darknet's gemm (gemm.c, OpenBLAS under patch 0001); not in darknet.h. */
 void gemm(int TA, int TB, int M, int N, int K, float ALPHA, float *A, int lda, float *B, int ldb,
           float BETA, float *C, int ldc);
@@ -550,8 +562,9 @@ static size_t slot_parts_read(const fsdp_engine *e, const int *owners, int nowne
  * other slots of its machine it sums (on several machines, its own and
  * its peers', the ranks in its place on each machine); the same again of
  * the reduce slots where a gradient reduces from them. */
-static size_t node_resident(const fsdp_engine *e, int reduce_slot)
+static size_t node_resident(const fsdp_engine *e, int reduce_slot, size_t *own_bytes)
 {
+    *own_bytes = 0;
     if (!e->node.on) return 0;
     const fsdp_node_layout *at = &e->node.at;
     size_t params = 0, own = 0, parts = 0;
@@ -572,24 +585,38 @@ static size_t node_resident(const fsdp_engine *e, int reduce_slot)
         if (p > parts) parts = p;
     }
     free(owners);
+    *own_bytes = own * sizeof(float);
     size_t slots = e->node.slot_floats + (size_t)(at->ranks - 1) * parts;
     return (params - own + slots * (size_t)(1 + reduce_slot)) * sizeof(float);
 }
 
-void fsdp_memplan_predict(const fsdp_engine *e, const network *net, size_t fixed, int loads_weights,
+fsdp_mem_fixed fsdp_memplan_fixed(void)
+{
+    fsdp_mem_fixed f = { fsdp_memplan_resident(), fsdp_memplan_pss() };
+    if (!f.pss) f.pss = f.rss;
+    return f;
+}
+
+void fsdp_memplan_predict(const fsdp_engine *e, const network *net, fsdp_mem_fixed fixed, int loads_weights,
                           fsdp_mem_prediction *out)
 {
-    out->fixed = fixed;
+    out->fixed = fixed.rss;
     out->activations = activations(net) + fsdp_acts_bytes(&e->acts) + fsdp_delta_pool_bytes(&e->deltas) +
                        fsdp_recompute_bytes(&e->rc);
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
     int reduce_slot;
     out->step_buffers = step_buffers(e, net, &reduce_slot, &out->collective_scratch);
-    out->node_shared = node_resident(e, reduce_slot);
+    size_t own;
+    out->node_shared = node_resident(e, reduce_slot, &own);
     size_t step = out->model_state + out->node_shared + out->step_buffers + out->collective_scratch,
            most = out->build;
     if (out->setup > most) most = out->setup;
+    /* A machine holds each page of node memory once: a rank's share of it
+     * in place of all it maps. */
+    size_t step_pss = step - out->node_shared - own + (e->node.on ? e->node_bytes / (size_t)e->node.at.ranks : 0),
+           most_pss = most > step_pss ? most : step_pss;
     if (step > most) most = step;
-    out->peak = fixed + out->activations + most;
+    out->peak = fixed.rss + out->activations + most;
+    out->pss = fixed.pss + out->activations + most_pss;
 }

@@ -38,10 +38,16 @@ typedef struct fsdp_mem_prediction {
     size_t collective_scratch;   /* the backend's buffer for the other ranks' terms (fsdp_pairs.h) */
     size_t peak;           /* fixed + activations + max(build, setup,
                             * model_state + node_shared + step_buffers + collective_scratch) */
+    size_t pss;            /* the peak with node memory divided among the machine's ranks (PSS):
+                            * the node memory it maps and its own parts there replaced by
+                            * node_shared_bytes / ranks on its machine; the peak without node memory */
 } fsdp_mem_prediction;
 
 /* The process's resident bytes now (0 where /proc is missing). */
 size_t fsdp_memplan_resident(void);
+/* Its proportional share now (PSS: each page divided by the processes
+ * that map it; 0 where the kernel gives no smaps_rollup). */
+size_t fsdp_memplan_pss(void);
 
 /* Before measuring the fixed cost: touches what every step will touch
  * whatever the network, so that it counts there: the BLAS's packing
@@ -53,9 +59,16 @@ size_t fsdp_memplan_resident(void);
  * with the ranks. */
 fsdp_status fsdp_memplan_warm_up(fsdp_coll *be);
 
+/* The fixed cost as RSS and as PSS (the libraries' and MPI's shared pages
+ * divided among the processes that map them), measured now. */
+typedef struct fsdp_mem_fixed {
+    size_t rss, pss;
+} fsdp_mem_fixed;
+fsdp_mem_fixed fsdp_memplan_fixed(void);
+
 /* After fsdp_on_network_built, before the first step: the prediction for
  * this run (loads_weights: a weights file is loaded after the build). */
-void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, size_t fixed, int loads_weights,
+void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, fsdp_mem_fixed fixed, int loads_weights,
                           fsdp_mem_prediction *out);
 
 /* The bytes of the activation arrays (output, delta, x, x_norm) the given

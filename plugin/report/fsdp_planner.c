@@ -98,7 +98,7 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     fsdp_status s = fsdp_on_network_built(&e, net);
     quiet_end(saved);
     *out = (fsdp_mem_prediction){ 0 };
-    if (s == FSDP_OK) fsdp_memplan_predict(&e, net, fixed, 0, out);
+    if (s == FSDP_OK) fsdp_memplan_predict(&e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
     if (s == FSDP_OK && groups) groups_table(&e, net, world, groups);
     seen->subdivisions = net->subdivisions;
     seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
@@ -224,9 +224,10 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
                 return st;
             }
             if (s == FSDP_SHARD_FULL) full = p.peak / 1e6;
-            char node[48] = "";
+            char node[48] = "", pss[32] = "";
             if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
-            fprintf(out, " %.1f (%.1f + %s%.1f) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6);
+            if (p.node_shared) snprintf(pss, sizeof pss, "; PSS %.1f", p.pss / 1e6);
+            fprintf(out, " %.1f (%.1f + %s%.1f%s) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6, pss);
         }
         fprintf(out, "\n");
     }
