@@ -87,17 +87,27 @@ if pred["collective_scratch"] != want_scratch:
     bad.append("the other ranks' terms predicted %d, theory %d" % (pred["collective_scratch"], want_scratch))
 # Node memory a rank maps beyond its own parts: every parameter but its
 # own, its gradient slot G, and of each other rank's slot the parts it sums,
-# [r * shard, (r + 1) * shard) of each group (the rank with most of them).
+# [r * shard, (r + 1) * shard) of each group, each widened to the 64 KB
+# windows the kernel maps around a read fault (the rank with most of them).
 groups = (3072 * 2048 + 2048, 2048 * 2048 + 2048, 2048 * 2048 + 2048, 2048 * 3 + 3)
 allp = sum(padded(c) for c in groups)
-def parts(r):
+def slots_read(r):
+    W, slot = 16384, G // 4
+    spans = [(r * slot, (r + 1) * slot)]
+    for q in range(np):
+        if q == r:
+            continue
+        for c in groups:
+            sh = padded(c) // np // 4
+            a = q * slot + r * sh
+            spans.append((a - a % W, min(-(-(a + sh) // W) * W, np * slot)))
     total, upto = 0, 0
-    for lo, hi in sorted((r * (padded(c) // np // 4), (r + 1) * (padded(c) // np // 4)) for c in groups):
-        if hi > upto:
-            total += hi - max(lo, upto)
-            upto = hi
+    for lo, hi in sorted(spans):
+        lo = max(lo, upto)
+        total += max(hi - lo, 0)
+        upto = max(upto, hi)
     return total * 4
-want_node = allp - allp // np + G + (np - 1) * max(parts(r) for r in range(np)) if node else 0
+want_node = allp - allp // np + max(slots_read(r) for r in range(np)) if node else 0
 if pred["node_shared"] != want_node:
     bad.append("node memory predicted %d, theory %d" % (pred["node_shared"], want_node))
 # The build (docs/DESIGN.md, "Memory"): on N ranks each keeps its slice,

@@ -529,31 +529,55 @@ fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp
     return FSDP_OK;
 }
 
-/* Of every other gradient slot of its machine, a rank sums the parts
- * [q * shard, (q + 1) * shard) of each trainable flat for each q of
- * owners (itself, and on several machines its peers): their union's
- * floats, as pieces [lo, hi) from the lowest point not yet counted to the
- * end of an interval holding it. */
-static size_t slot_parts_read(const fsdp_engine *e, const int *owners, int nowners)
+/* The kernel maps the pages of a shared file around a read fault, 64 KB
+ * aligned (fault-around), wherever they are already in memory: reading a
+ * few floats of another rank's slot maps 64 KB of it. */
+#define FAULT_AROUND_FLOATS ((size_t)16384)
+
+typedef struct {
+    size_t lo, hi;
+} span;
+
+static int span_cmp(const void *a, const void *b)
 {
-    size_t parts = 0, upto = 0;
-    for (;;) {
-        size_t lo = SIZE_MAX, hi = 0;
+    const span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The floats a rank in `place` maps of its machine's gradient slots
+ * (`ranks` of slot_floats each, one region): its own slot, and of every
+ * other slot the parts [q * shard, (q + 1) * shard) of each trainable flat
+ * that fits the slot, for each q of owners (itself, and on several
+ * machines its peers), each widened to the fault-around windows that hold
+ * it; the union.  0 where memory runs out (the prediction then says less). */
+static size_t slot_floats_read(const fsdp_engine *e, const int *owners, int nowners, int place, int ranks)
+{
+    size_t slot = e->node.slot_floats, end = slot * (size_t)ranks, n = 0, total = 0;
+    span *v = malloc(((size_t)ranks * (size_t)nowners * (size_t)e->ngroups + 1) * sizeof *v);
+    if (!v) return 0;
+    v[n++] = (span){ (size_t)place * slot, (size_t)(place + 1) * slot };
+    for (int q = 0; q < ranks; ++q) {
+        if (q == place) continue;
         for (int g = 0; g < e->ngroups; ++g) {
             const fsdp_flat *f = &e->groups[g].train;
-            if (!fsdp_flat_fits_slot(&e->flat, f)) continue;
+            if (!f->shard || !fsdp_flat_fits_slot(&e->flat, f)) continue;
             for (int j = 0; j < nowners; ++j) {
-                size_t a = (size_t)owners[j] * f->shard, b = a + f->shard, from = a > upto ? a : upto;
-                if (b > upto && from < lo) {
-                    lo = from;
-                    hi = b;
-                }
+                size_t a = (size_t)q * slot + (size_t)owners[j] * f->shard, b = a + f->shard;
+                a -= a % FAULT_AROUND_FLOATS;
+                b = (b + FAULT_AROUND_FLOATS - 1) / FAULT_AROUND_FLOATS * FAULT_AROUND_FLOATS;
+                v[n++] = (span){ a, b < end ? b : end };
             }
         }
-        if (lo == SIZE_MAX) return parts;
-        parts += hi - lo;
-        upto = hi;
     }
+    qsort(v, n, sizeof *v, span_cmp);
+    size_t upto = 0;
+    for (size_t k = 0; k < n; ++k) {
+        size_t lo = v[k].lo > upto ? v[k].lo : upto;
+        if (v[k].hi > lo) total += v[k].hi - lo;
+        if (v[k].hi > upto) upto = v[k].hi;
+    }
+    free(v);
+    return total;
 }
 
 /* Node memory a rank maps and touches beyond its own parts (which the
@@ -567,7 +591,7 @@ static size_t node_resident(const fsdp_engine *e, int reduce_slot, size_t *own_b
     *own_bytes = 0;
     if (!e->node.on) return 0;
     const fsdp_node_layout *at = &e->node.at;
-    size_t params = 0, own = 0, parts = 0;
+    size_t params = 0, own = 0, slots = 0;
     int *owners = malloc((size_t)at->machines * sizeof *owners);
     if (!owners) return 0;
     for (int g = 0; g < e->ngroups; ++g) {
@@ -581,12 +605,11 @@ static size_t node_resident(const fsdp_engine *e, int reduce_slot, size_t *own_b
     for (int place = 0; place < at->ranks; ++place) {
         for (int k = 0; k < at->machines; ++k)
             owners[k] = at->machines > 1 ? at->ranks_at[(size_t)k * at->ranks + place] : place;
-        size_t p = slot_parts_read(e, owners, at->machines);
-        if (p > parts) parts = p;
+        size_t p = slot_floats_read(e, owners, at->machines, place, at->ranks);
+        if (p > slots) slots = p;
     }
     free(owners);
     *own_bytes = own * sizeof(float);
-    size_t slots = e->node.slot_floats + (size_t)(at->ranks - 1) * parts;
     return (params - own + slots * (size_t)(1 + reduce_slot)) * sizeof(float);
 }
 
