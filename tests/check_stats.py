@@ -34,7 +34,9 @@ Machines (--hosts: each rank's machine, numbered from 0 in order of their
 lowest rank; default every rank on machine 0): rank r with R ranks on other
 machines sends them (all-gather + reduce-scatter bytes) / N * R plus
 (all-reduce + batch-norm all-reduce bytes) * R (bytes_to_other_hosts);
-with node memory on M > 1 machines the parts go to one peer per other
+with node memory on M > 1 machines (hybrid sharding, and every strategy's
+all-gathers and reduce-scatters where the machines run equal ranks and
+share memory within, FSDP_SHM not 0) the parts go to one peer per other
 machine: (all-gather + reduce-scatter bytes) / N * (M - 1) instead.
 Each group's plan_per_step (the plugin's step plan run over the group's
 sizes, fsdp_memplan.c) times the steps must equal its counts too: the
@@ -191,9 +193,13 @@ def main():
     if st.get("hosts") != len(set(hosts)) or st.get("host_of_rank") != hosts:
         bad.append("hosts = %s, host_of_rank = %s, theory %s, %s" % (st.get("hosts"), st.get("host_of_rank"),
                                                                      len(set(hosts)), hosts))
+    # Machines of equal ranks that map node memory exchange hierarchically:
+    # each part to one peer on each other machine, as hybrid sharding does.
+    counts = [hosts.count(h) for h in set(hosts)]
+    hier = machines > 1 and len(set(counts)) == 1 and os.environ.get("FSDP_SHM", "1") != "0"
     spread = totals["all_gather"] + totals["reduce_scatter"]
     whole = totals["all_reduce"] + bn_total
-    out = [spread // a.world * (machines - 1 if hybrid else sum(1 for q in hosts if q != h))
+    out = [spread // a.world * (machines - 1 if hybrid or hier else sum(1 for q in hosts if q != h))
            + whole * sum(1 for q in hosts if q != h) for h in hosts]
     if st.get("bytes_to_other_hosts") != out:
         bad.append("bytes_to_other_hosts = %s, theory %s" % (st.get("bytes_to_other_hosts"), out))

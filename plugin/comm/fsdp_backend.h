@@ -175,6 +175,14 @@ struct fsdp_coll {
      * of the largest; 0: none (shared memory, NCCL).  (Its blocking sums
      * take a buffer of fixed size, made at the first.) */
     int scratch_terms;
+    /* Its blocking reduce-scatters between machines sum through a buffer of
+     * its own, kept for the run: this many parts of the largest (the
+     * machines' sums sent and received); 0: none. */
+    int sums_terms;
+    /* Between machines its all-gathers and reduce-scatters send each part
+     * to one peer on each other machine (hierarchical), not to every rank
+     * there. */
+    int hierarchical;
     fsdp_node_layout node;   /* where it maps node memory; zero elsewhere */
     void *ctx;
 };

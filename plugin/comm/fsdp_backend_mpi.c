@@ -12,11 +12,15 @@
  *
  * When every rank shares the node, all-gather, reduce-scatter and float
  * all-reduce go through shared memory (fsdp_shm.h), and complete before
- * they return, started or not.  Otherwise they are messages between every
- * two ranks (fsdp_pairs.h), which add the same floats in the same order.
- * On several machines of equal ranks it offers node memory on each, and
- * the exchanges between a rank and its peers (the ranks holding its place
- * on the other machines) on a communicator of their own, the same way.
+ * they return, started or not.  On several machines of equal ranks it
+ * offers node memory on each, and the exchanges between a rank and its
+ * peers (the ranks holding its place on the other machines) on a
+ * communicator of their own; its all-gathers and reduce-scatters then go
+ * in two stages, so that each part crosses to each other machine once
+ * (hierarchical): between peers, and through each machine's shared memory.
+ * Elsewhere (machines of unequal ranks, FSDP_SHM=0) they are messages
+ * between every two ranks (fsdp_pairs.h), which add the same floats in the
+ * same order as one machine.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -27,6 +31,7 @@
 #include "fsdp_mpi.h"
 #include "fsdp_pairs.h"
 #include "fsdp_shm.h"
+#include "fsdp_sum.h"
 
 typedef struct {
     MPI_Comm comm;
@@ -41,6 +46,9 @@ typedef struct {
     int *ranks_at;        /* ... every machine's ranks by place (node.ranks_at) */
     int peers_open;
     fsdp_pairs peer;      /* ... the exchanges with them */
+    float *sums;          /* ... a reduce-scatter's machine sums, sent and received (2 M parts) */
+    size_t sums_floats;
+    const float **rows;   /* ... the received ones, in machine order (M) */
     int users;            /* holds on it: its control and its collectives, each until freed */
 } mpib_ctx;
 
@@ -50,6 +58,47 @@ static size_t mpib_limit(const fsdp_coll *b)
 }
 
 
+/* Several machines with node memory: the two-stage exchanges apply. */
+static int hierarchical(const mpib_ctx *c) { return c->node.machines > 1 && c->peers_open; }
+
+/* Machine m's ranks by place: where their parts lie in a buffer of parts. */
+static const int *ranks_on(const mpib_ctx *c, int m) { return c->ranks_at + (size_t)m * (size_t)c->node.ranks; }
+
+/* Each rank's part to its peers (each part crosses to each other machine
+ * once), then on each machine, for each machine m, the parts its ranks now
+ * hold of machine m's ranks, through shared memory.  Moves bytes only. */
+static fsdp_status hier_all_gather(mpib_ctx *c, const float *shard, float *full, size_t n)
+{
+    FSDP_TRY(fsdp_pairs_all_gather(&c->peer, shard, full, n, c->peer_ranks));
+    for (int m = 0; m < c->node.machines; ++m)
+        FSDP_TRY(fsdp_shm_all_gather(c->shm, full + (size_t)c->peer_ranks[m] * n, full, n, ranks_on(c, m)));
+    return FSDP_OK;
+}
+
+/* On each machine, for each machine m, its ranks' terms of the part of
+ * this rank's peer on m summed through shared memory (in place order);
+ * those sums to the peers; this rank's part the sum of the machines' sums,
+ * in machine order (docs/DESIGN.md, "Backends": exact to float tolerance
+ * against one machine, the same bytes run after run). */
+static fsdp_status hier_reduce_scatter(mpib_ctx *c, const float *full, float *shard, size_t n)
+{
+    size_t machines = (size_t)c->node.machines, need = 2 * machines * n;
+    if (need > c->sums_floats) {
+        free(c->sums);
+        c->sums = malloc(need * sizeof(float));
+        c->sums_floats = c->sums ? need : 0;
+        if (!c->sums)
+            return fsdp_fail(FSDP_ERR_NOMEM, "no memory for %.1f MB of the machines' sums", need * 4 / 1e6);
+    }
+    float *mine = c->sums, *theirs = c->sums + machines * n;
+    for (size_t m = 0; m < machines; ++m)
+        FSDP_TRY(fsdp_shm_reduce_scatter(c->shm, full, mine + m * n, n, ranks_on(c, (int)m)));
+    FSDP_TRY(fsdp_pairs_all_to_all(&c->peer, mine, theirs, n));
+    for (size_t m = 0; m < machines; ++m) c->rows[m] = theirs + m * n;
+    fsdp_sum_rows(shard, c->rows, (int)machines, 0, n);
+    return FSDP_OK;
+}
+
 static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
     int in_place;
@@ -58,7 +107,9 @@ static fsdp_status mpib_all_gather(fsdp_coll *b, const float *shard, float *full
         return FSDP_OK;
     mpib_ctx *c = b->ctx;
     if (fsdp_shm_spans_all(c->shm))
-        return fsdp_shm_all_gather(c->shm, shard, full, n);
+        return fsdp_shm_all_gather(c->shm, shard, full, n, NULL);
+    if (hierarchical(c))
+        return hier_all_gather(c, shard, full, n);
     return fsdp_pairs_all_gather(&c->pairs, shard, full, n, NULL);
 }
 
@@ -70,7 +121,9 @@ static fsdp_status mpib_reduce_scatter(fsdp_coll *b, const float *full, float *s
         return FSDP_OK;
     mpib_ctx *c = b->ctx;
     if (fsdp_shm_spans_all(c->shm))
-        return fsdp_shm_reduce_scatter(c->shm, full, shard, n);
+        return fsdp_shm_reduce_scatter(c->shm, full, shard, n, NULL);
+    if (hierarchical(c))
+        return hier_reduce_scatter(c, full, shard, n);
     return fsdp_pairs_reduce_scatter(&c->pairs, full, shard, n);
 }
 
@@ -252,8 +305,9 @@ static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
     int *seen = calloc((size_t)machines, sizeof *seen);
     c->peer_ranks = malloc((size_t)machines * sizeof *c->peer_ranks);
     c->ranks_at = malloc((size_t)world * sizeof *c->ranks_at);
+    c->rows = malloc((size_t)machines * sizeof *c->rows);
     /* Every rank takes part in what follows, whatever its mallocs did. */
-    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at;
+    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at && c->rows;
     fsdp_status s = FSDP_OK;
     int err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm);
     if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
@@ -294,6 +348,8 @@ static void mpib_release(mpib_ctx *c)
     free(c->ranks_at);
     if (c->pairs_open) fsdp_pairs_close(&c->pairs);
     if (c->peers_open) fsdp_pairs_close(&c->peer);
+    free(c->sums);
+    free(c->rows);
     free(c);
 }
 
@@ -387,8 +443,10 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     }
     if (s == FSDP_OK && b) {
         *b = (fsdp_coll){ .iface = mpib_coll, .name = "mpi", .rank = rank, .world = world,
-                          .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm),
-                          .scratch_terms = c->pairs_open ? world - 1 : 0, .node = c->node, .ctx = c };
+                          .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm) || hierarchical(c),
+                          .scratch_terms = hierarchical(c) ? 0 : c->pairs_open ? world - 1 : 0,
+                          .sums_terms = hierarchical(c) ? 2 * c->node.machines : 0,
+                          .hierarchical = hierarchical(c), .node = c->node, .ctx = c };
         if (c->shm) {
             b->iface.node_alloc = mpib_node_alloc;
             b->iface.node_sync = mpib_node_sync;

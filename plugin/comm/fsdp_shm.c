@@ -27,7 +27,7 @@ struct fsdp_shm {
     MPI_Comm node;     /* this machine's ranks of the communicator, in its order */
     MPI_Win win;       /* the collectives' segments (one float each where they do not apply) */
     int rank, world;   /* in `node` */
-    int spans_all;     /* `node` is the whole communicator: the collectives apply */
+    int spans_all;     /* `node` is the whole communicator: the collectives serve it */
     float **seg;       /* each rank's segment, mapped in this process */
     const float **rows; /* world terms of a sum, in rank order (scratch) */
     int half;          /* the half the next round writes */
@@ -66,12 +66,13 @@ void fsdp_shm_close(fsdp_shm *s)
     free(s);
 }
 
-/* The collectives' segments where they apply; elsewhere one float each,
- * which shows the window can be made before node memory needs one. */
+/* The collectives' segments: over the whole communicator where it is one
+ * machine, over each machine's ranks where it spans several (the
+ * exchanges between machines' second halves, fsdp_backend_mpi.c). */
 static fsdp_status map_segments(fsdp_shm *s)
 {
     float *base = NULL;
-    size_t floats = s->spans_all ? 2 * s->part * (size_t)s->world : 1;
+    size_t floats = 2 * s->part * (size_t)s->world;
     mpiCheck(MPI_Comm_set_errhandler(s->node, MPI_ERRORS_RETURN));
     mpiCheck(MPI_Win_allocate_shared((MPI_Aint)(floats * sizeof(float)), sizeof(float),
                                      MPI_INFO_NULL, s->node, &base, &s->win));
@@ -226,35 +227,31 @@ static void sum_slots(const fsdp_shm *s, float *out, const float *own, size_t k)
     fsdp_sum_rows(out, in, s->world, 0, k);
 }
 
-/* For each rank r but this one, its k floats at src + r * stride into this
- * rank's slot r. */
-static void send_terms(fsdp_shm *s, const float *src, size_t stride, size_t k)
-{
-    for (int r = 0; r < s->world; ++r)
-        if (r != s->rank) memcpy(slot_now(s, s->rank, r), src + (size_t)r * stride, k * sizeof(float));
-}
+/* Node rank q's part of a buffer of parts of n floats: at place[q] * n. */
+static size_t at(const int *place, int q, size_t n) { return (size_t)(place ? place[q] : q) * n; }
 
-fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n)
+fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n, const int *place)
 {
     for (size_t off = 0; off < n; off += s->part) {
         size_t k = fsdp_min_size(s->part, n - off);
         /* The others' terms only: this rank adds its own straight from full. */
-        send_terms(s, full + off, n, k);
+        for (int r = 0; r < s->world; ++r)
+            if (r != s->rank) memcpy(slot_now(s, s->rank, r), full + at(place, r, n) + off, k * sizeof(float));
         FSDP_TRY(meet(s));
-        sum_slots(s, shard + off, full + (size_t)s->rank * n + off, k);
+        sum_slots(s, shard + off, full + at(place, s->rank, n) + off, k);
         s->half ^= 1;
     }
     return FSDP_OK;
 }
 
-fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n)
+fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n, const int *place)
 {
     for (size_t off = 0; off < n; off += s->part) {
         size_t k = fsdp_min_size(s->part, n - off);
         memcpy(slot_now(s, s->rank, s->rank), shard + off, k * sizeof(float));
         FSDP_TRY(meet(s));
         /* In place, this rank's own part is copied onto itself: the same floats. */
-        for (int q = 0; q < s->world; ++q) memcpy(full + (size_t)q * n + off, slot_now(s, q, q), k * sizeof(float));
+        for (int q = 0; q < s->world; ++q) memcpy(full + at(place, q, n) + off, slot_now(s, q, q), k * sizeof(float));
         s->half ^= 1;
     }
     return FSDP_OK;

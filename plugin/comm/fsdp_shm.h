@@ -51,14 +51,21 @@ int fsdp_shm_spans_all(const fsdp_shm *s);
 void fsdp_shm_place(const fsdp_shm *s, int *node_rank, int *node_ranks);
 void fsdp_shm_close(fsdp_shm *s);
 
-/* full[r*n .. r*n + n) = rank r's shard, on every rank; shard may be this
- * rank's part of full (in place).  No temporary buffer (Open MPI's own
- * all-gather allocates one of the full size on some worlds, e.g. 3 ranks). */
-fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n);
-/* shard = sum over ranks of full[rank*n .. rank*n + n); shard may be this
- * rank's part of full (in place).  Every rank sums in rank order. */
-fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n);
-/* buf = sum over ranks of buf, in place, the same floats on every rank. */
+/* Over this machine's ranks (the whole communicator where it spans one
+ * machine).  Node rank q's part of `full` is n floats at place[q] * n
+ * (place NULL: at q * n).
+ *
+ * full's part of node rank q = node rank q's shard, on every rank of the
+ * node; shard may be this rank's part of full (in place).  No temporary
+ * buffer (Open MPI's own all-gather allocates one of the full size on some
+ * worlds, e.g. 3 ranks). */
+fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, size_t n, const int *place);
+/* shard = sum over the node's ranks of their part of full for this rank;
+ * shard may be this rank's part of full (in place).  Every rank sums in
+ * node rank order. */
+fsdp_status fsdp_shm_reduce_scatter(fsdp_shm *s, const float *full, float *shard, size_t n, const int *place);
+/* buf = sum over the node's ranks of buf, in place, the same floats on
+ * every rank. */
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count);
 
 /* Node-shared memory (shard_node_shared=1): `count` floats that every rank

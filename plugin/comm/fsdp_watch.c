@@ -265,7 +265,8 @@ fsdp_status fsdp_watch_wrap(fsdp_ctl **ctl, fsdp_coll **coll)
                        .peer_all_gather_start = peers && starts && inner->iface.peer_all_gather_start
                                                     ? w_peer_all_gather_start : NULL },
             .name = inner->name, .rank = inner->rank, .world = inner->world, .mem = inner->mem,
-            .starts_block = inner->starts_block, .scratch_terms = inner->scratch_terms, .node = inner->node,
+            .starts_block = inner->starts_block, .scratch_terms = inner->scratch_terms,
+            .sums_terms = inner->sums_terms, .hierarchical = inner->hierarchical, .node = inner->node,
             .ctx = inner,
         };
         *coll = b;

@@ -231,6 +231,7 @@ typedef struct sim {
     int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
     int reduce_slot_used;   /* a gradient reduced from the reduce slot */
     size_t rs_started;  /* the largest started reduce-scatter's part, bytes */
+    size_t rs_largest;  /* the largest reduce-scatter's part, started or not, bytes */
     fsdp_group_tally *bytes;   /* per group, when counting; else NULL */
     uint64_t weight;    /* micro-batches the one being run stands for */
 } sim;
@@ -373,6 +374,7 @@ static void sim_reduce(sim *s, int k)
         /* The full gradient becomes this rank's part. */
         take(s, &f->gownbuf, f->gown);
         if (s->async_rs && f->gown > s->rs_started) s->rs_started = f->gown;
+        if (f->gown > s->rs_largest) s->rs_largest = f->gown;
         if (s->async_rs) {
             f->rsbuf = f->gradbuf;
             f->gradbuf = 0;
@@ -494,11 +496,13 @@ static void sim_free(sim *s)
 
 /* The buffer the backend keeps for the other ranks' terms of its started
  * reduce-scatters (fsdp_backend.h, scratch_terms): that many parts of the
- * largest.  Its blocking sums go round by round through a buffer of fixed
- * size, made by the start-up warm-up: in the fixed cost. */
+ * largest; and between machines the one for the machines' sums of its
+ * blocking ones (sums_terms).  Its other blocking sums go round by round
+ * through a buffer of fixed size, made by the start-up warm-up: in the
+ * fixed cost. */
 static size_t collective_scratch(const sim *s, const fsdp_engine *e)
 {
-    return (size_t)e->dbe->scratch_terms * s->rs_started;
+    return (size_t)e->dbe->scratch_terms * s->rs_started + (size_t)e->dbe->sums_terms * s->rs_largest;
 }
 
 /* *reduce_slot: whether a gradient reduced from the reduce slot;

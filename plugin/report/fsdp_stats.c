@@ -46,7 +46,9 @@ static void write_group(FILE *f, const fsdp_stats_sources *src, int gi, const fs
 }
 
 /* Per rank, from rank 0's counts (every rank runs the same collectives):
- * the machines, and what each rank's collectives carry to the others. */
+ * the machines, and what each rank's collectives carry to the others (a
+ * hierarchical backend's all-gathers and reduce-scatters, like the peer
+ * exchanges, a part to one peer on each other machine). */
 static void write_hosts(FILE *f, const fsdp_stats_sources *src)
 {
     const fsdp_hosts *h = src->hosts;
@@ -55,9 +57,15 @@ static void write_hosts(FILE *f, const fsdp_stats_sources *src)
     fprintf(f, " \"hosts\": %d, \"host_of_rank\": [", h->host_of ? h->nhosts : 1);
     for (int r = 0; r < world; ++r) fprintf(f, "%s%d", r ? ", " : "", h->host_of ? h->host_of[r] : 0);
     fputs("], \"bytes_to_other_hosts\": [", f);
+    int hier = src->e->dbe && src->e->dbe->hierarchical;
+    uint64_t spread = t->ag + t->rs - t->peer, peers = t->peer;
+    if (hier) {
+        peers += spread;
+        spread = 0;
+    }
     for (int r = 0; r < world; ++r)
         fprintf(f, "%s%llu", r ? ", " : "", h->host_of ? (unsigned long long)fsdp_hosts_bytes_out(
-                    h, r, t->ag + t->rs - t->peer, t->peer, t->ar + src->bn->bytes) : 0ull);
+                    h, r, spread, peers, t->ar + src->bn->bytes) : 0ull);
     fputs("],\n", f);
 }
 
