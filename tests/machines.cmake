@@ -1,4 +1,4 @@
-# Two machines (tests/twohosts.sh: network namespaces joined by a veth link,
+# Two machines (tests/twohosts.sh: network namespaces on a bridge, tests/hosts.sh,
 # TCP only): equivalence, batch norm, a slow link, lost machines and ranks,
 # checkpoints moved between two machines and one.  Skipped (exit 77) where
 # namespaces cannot be made (not root, no ip or unshare).
@@ -9,3 +9,7 @@ endforeach()
 # The lost-machine parts wait out keepalive and -fsdp-timeout (15-25 s each):
 # CI runs them; the everyday tools/test leaves them out, as it does other slow ones.
 set_property(TEST machines_cut machines_kill_stop APPEND PROPERTY LABELS slow)
+# Four machines of two ranks each (tests/hosts.sh: namespaces on a bridge):
+# hierarchical exchanges, exact, and each link's bytes against the theory.
+fsdp_script_test(machines4_full test_machines4.sh)
+set_tests_properties(machines4_full PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
