@@ -50,6 +50,43 @@ int dn_step_rand(size_t step)
     return r;
 }
 
+static size_t rows_total = 0, rows_threads = 0;
+
+void dn_sample_rows(int total, int threads)
+{
+    rows_total = total > 0 ? (size_t)total : 0;
+    rows_threads = threads > 0 ? (size_t)threads : 1;
+}
+
+/* Row r of a load as a position in the load's contiguous count: thread i
+ * loads [i n / T, (i + 1) n / T), and the rows hold thread T - 1's block
+ * first. */
+static size_t load_position(size_t r)
+{
+    size_t n = rows_total, t = rows_threads, start = 0, i;
+    if(!n || t <= 1 || r >= n) return r;
+    for(i = t; i-- > 0;){
+        size_t lo = i * n / t, hi = (i + 1) * n / t;
+        if(r < start + (hi - lo)) return lo + (r - start);
+        start += hi - lo;
+    }
+    return r;
+}
+
+size_t dn_micro_batch_index(const network *net)
+{
+    size_t world = (size_t)DN_WORLD, micro = net->batch > 0 ? (size_t)net->batch : 1;
+    size_t seen = net->seen ? *net->seen : 0;
+    return seen >= micro * world ? seen / (micro * world) - 1 : 0;
+}
+
+size_t dn_row_sample(const network *net, int b)
+{
+    size_t micro = net->batch > 0 ? (size_t)net->batch : 1, sub = net->subdivisions > 0 ? (size_t)net->subdivisions : 1;
+    size_t mb = dn_micro_batch_index(net), row = (mb % sub) * micro + (size_t)b;
+    return dn_sample_index(dn_sample_base(mb / sub, (int)(micro * sub)) + load_position(row));
+}
+
 /* Removes argv[i] and argv[i+1..i+n-1], keeping argv NULL-terminated. */
 static void drop_args(int *argc, char **argv, int i, int n)
 {

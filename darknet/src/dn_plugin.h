@@ -33,6 +33,18 @@ size_t dn_sample_base(size_t step, int imgs);
  * multi-scale input size): with -seed drawn from (seed, step), so whatever
  * else consumed rand() does not matter; without, rank 0's rand(). */
 int dn_step_rand(size_t step);
+/* The loader's shape (load_threads): `total` rows per load, split among
+ * `threads` threads whose blocks it concatenates last thread first. */
+void dn_sample_rows(int total, int threads);
+/* The micro-batch being trained, counted over the run in the world's
+ * micro-batches (net->seen already counts it): the same on every rank and
+ * in one process with the world's batch. */
+size_t dn_micro_batch_index(const network *net);
+/* The global sample in row b of the micro-batch being trained: where the
+ * loader put it (dn_sample_rows) and which one it is (dn_sample_base,
+ * dn_sample_index), as in one process with the world's batch.  Forward's
+ * keyed draws (dn_keyed.h) use it. */
+size_t dn_row_sample(const network *net, int b);
 /* How a step's samples fall into micro-batches (subdivisions): each rank
  * loads `imgs` samples per step and trains them in micro-batches of `micro`.
  * Its k-th sample is then the global stream's micro-batch k/micro, position

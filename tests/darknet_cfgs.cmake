@@ -1,0 +1,9 @@
+# Darknet's own classifier cfgs with [dropout] and [crop] (deps/darknet/cfg)
+# on 2 and 4 ranks against stock Darknet with the 2- and 4-times batch:
+# forward's draws keyed like the data (patch 0045) make them exact; a crop
+# larger than its input is refused by its line (patch 0046).  cifar has
+# batch norm, whose sums in another order the tolerance covers.
+foreach(np 2 4)
+  fsdp_script_test(darknet_cfgs_dropout_np${np} test_darknet_cfgs.sh ${np} 64 1e-4 alexnet strided vgg-16)
+  fsdp_script_test(darknet_cfgs_cifar_np${np} test_darknet_cfgs.sh ${np} 32 5e-3 cifar)
+endforeach()
