@@ -30,7 +30,7 @@
  * another gradient accumulates there (a group nested in another, or
  * between two layers of the root), into this rank's reduce slot, which
  * holds one from a group's reduce to its step, which come at once.
- * Gradients (trainable flats) are in one of four:
+ * Gradients (trainable flats) are in one of five:
  *   NONE          no gradient this update.
  *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
  *                 the layers' gradient pointers point into it while the
