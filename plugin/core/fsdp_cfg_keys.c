@@ -15,8 +15,9 @@ const fsdp_cfg_key fsdp_cfg_keys[] = {
       "free a group's gathered parameters after its forward (default 1; the root keeps its own)" },
     { "shard_prefetch", FSDP_KEY_NET, "0|1",
       "gather the next group while this one computes (default 0)" },
-    { "shard_node_shared", FSDP_KEY_NET, "0|1",
-      "shard=full, ranks on one machine: keep the parameters once per machine in shared memory, so gathering moves nothing (default 0)" },
+    { "shard_node_shared", FSDP_KEY_NET, "1|0",
+      "shard=full: keep the parameters once per machine in shared memory, so gathering moves nothing (default 1 where every "
+      "rank shares one machine; on several machines 1 is hybrid sharding, default 0)" },
     { "shard_auto_group", FSDP_KEY_NET, "N",
       "put ungrouped layers into groups auto0, auto1, ... of at least N parameters; 0: none (default: where the cfg names no group, a 16th of the model, at least 1000000)" },
     { "sync_bn", FSDP_KEY_NET, "1|0",
