@@ -50,6 +50,16 @@ int dn_step_rand(size_t step)
     return r;
 }
 
+int dn_bn_double(void)
+{
+    static int wide = -1;
+    if(wide < 0){
+        const char *v = getenv("DN_BN_DOUBLE");
+        wide = v && !strcmp(v, "1");
+    }
+    return wide;
+}
+
 static size_t rows_total = 0, rows_threads = 0;
 
 void dn_sample_rows(int total, int threads)

@@ -33,6 +33,11 @@ size_t dn_sample_base(size_t step, int imgs);
  * multi-scale input size): with -seed drawn from (seed, step), so whatever
  * else consumed rand() does not matter; without, rank 0's rand(). */
 int dn_step_rand(size_t step);
+/* DN_BN_DOUBLE=1 in the environment: batch norm's sums over the batch
+ * (mean, variance and their deltas on the host) accumulate in double.  For
+ * the tests' oracle: how far batch norm's float rounding alone moves a net,
+ * what N ranks' sums in another order may move it too. */
+int dn_bn_double(void);
 /* The loader's shape (load_threads): `total` rows per load, split among
  * `threads` threads whose blocks it concatenates last thread first. */
 void dn_sample_rows(int total, int threads);
