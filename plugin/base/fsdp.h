@@ -43,5 +43,10 @@ int fsdp_stopped_together(void);
 
 /* The smaller of two counts (the collectives' chunks and rounds). */
 static inline size_t fsdp_min_size(size_t a, size_t b) { return a < b ? a : b; }
+/* Where rank q's share of k floats starts when k is split among `world`
+ * ranks for an all-reduce, [k q / world, k (q + 1) / world): the
+ * shared-memory and point-to-point paths split alike, so both sum each
+ * float in the same place. */
+static inline size_t fsdp_share_lo(size_t k, int q, int world) { return k * (size_t)q / (size_t)world; }
 
 #endif

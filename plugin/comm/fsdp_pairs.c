@@ -152,9 +152,6 @@ fsdp_status fsdp_pairs_reduce_scatter(fsdp_pairs *p, const float *full, float *s
     return FSDP_OK;
 }
 
-/* Rank q's share of k floats: [k q / W, k (q + 1) / W), as the
- * shared-memory path splits them. */
-static size_t share_lo(size_t k, int q, int world) { return k * (size_t)q / (size_t)world; }
 
 fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
 {
@@ -167,24 +164,24 @@ fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
     for (size_t off = 0; off < count; off += piece) {
         size_t k = fsdp_min_size(piece, count - off);
         float *b = buf + off;
-        size_t lo = share_lo(k, p->rank, p->size), mine = share_lo(k, p->rank + 1, p->size) - lo;
+        size_t lo = fsdp_share_lo(k, p->rank, p->size), mine = fsdp_share_lo(k, p->rank + 1, p->size) - lo;
         /* Each rank's terms of this rank's share in, its share of this
          * rank's terms out; then the sums the other way. */
         for (int q = 0; q < p->size; ++q) {
-            size_t a = share_lo(k, q, p->size);
+            size_t a = fsdp_share_lo(k, q, p->size);
             p->to[q] = b + a;
-            p->sc[q] = (int)(share_lo(k, q + 1, p->size) - a);
+            p->sc[q] = (int)(fsdp_share_lo(k, q + 1, p->size) - a);
             p->from[q] = q == p->rank ? NULL : s + (size_t)(q - (q > p->rank)) * most;
             p->rc[q] = (int)mine;
         }
         FSDP_TRY(post_wait(p, 0));
         add_terms(p, b + lo, b + lo, 0, mine);
         for (int q = 0; q < p->size; ++q) {
-            size_t a = share_lo(k, q, p->size);
+            size_t a = fsdp_share_lo(k, q, p->size);
             p->to[q] = b + lo;
             p->sc[q] = (int)mine;
             p->from[q] = b + a;
-            p->rc[q] = (int)(share_lo(k, q + 1, p->size) - a);
+            p->rc[q] = (int)(fsdp_share_lo(k, q + 1, p->size) - a);
         }
         FSDP_TRY(post_wait(p, 0));
     }

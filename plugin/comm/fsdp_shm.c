@@ -280,10 +280,6 @@ fsdp_status fsdp_shm_all_gather(fsdp_shm *s, const float *shard, float *full, si
     return FSDP_OK;
 }
 
-/* Rank q's share of k floats: [k q / W, k (q + 1) / W), as the
- * point-to-point path splits them (fsdp_pairs.c). */
-static size_t share_lo(const fsdp_shm *s, size_t k, int q) { return k * (size_t)q / (size_t)s->world; }
-
 fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
 {
     /* A piece whose every share fits a part. */
@@ -291,21 +287,21 @@ fsdp_status fsdp_shm_all_reduce(fsdp_shm *s, float *buf, size_t count)
     for (size_t off = 0; off < count; off += piece) {
         size_t k = fsdp_min_size(piece, count - off);
         float *b = buf + off;
-        size_t lo = share_lo(s, k, s->rank), mine = share_lo(s, k, s->rank + 1) - lo;
+        size_t lo = fsdp_share_lo(k, s->rank, s->world), mine = fsdp_share_lo(k, s->rank + 1, s->world) - lo;
         /* Each rank's share of this rank's terms to it; this rank's share
          * summed (its own term read from buf), then published in its own
          * slot of its segment, which no rank reads before the second meet. */
         for (int r = 0; r < s->world; ++r) {
-            size_t a = share_lo(s, k, r);
-            if (r != s->rank) memcpy(slot_now(s, s->rank, r), b + a, (share_lo(s, k, r + 1) - a) * sizeof(float));
+            size_t a = fsdp_share_lo(k, r, s->world);
+            if (r != s->rank) memcpy(slot_now(s, s->rank, r), b + a, (fsdp_share_lo(k, r + 1, s->world) - a) * sizeof(float));
         }
         FSDP_TRY(meet(s));
         sum_slots(s, b + lo, b + lo, mine);
         memcpy(slot_now(s, s->rank, s->rank), b + lo, mine * sizeof(float));
         FSDP_TRY(meet(s));
         for (int q = 0; q < s->world; ++q) {
-            size_t a = share_lo(s, k, q);
-            if (q != s->rank) memcpy(b + a, slot_now(s, q, q), (share_lo(s, k, q + 1) - a) * sizeof(float));
+            size_t a = fsdp_share_lo(k, q, s->world);
+            if (q != s->rank) memcpy(b + a, slot_now(s, q, q), (fsdp_share_lo(k, q + 1, s->world) - a) * sizeof(float));
         }
         s->half ^= 1;
     }

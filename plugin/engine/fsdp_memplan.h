@@ -40,7 +40,7 @@ typedef struct fsdp_mem_prediction {
                             * model_state + node_shared + step_buffers + collective_scratch) */
     size_t pss;            /* the peak with node memory divided among the machine's ranks (PSS):
                             * the node memory it maps and its own parts there replaced by
-                            * node_shared_bytes / ranks on its machine; the peak without node memory */
+                            * node_shared_bytes / ranks on its machine, and the fixed cost as PSS */
 } fsdp_mem_prediction;
 
 /* The process's resident bytes now (0 where /proc is missing). */
