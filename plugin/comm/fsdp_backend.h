@@ -257,6 +257,13 @@ fsdp_status fsdp_backend_self_create(fsdp_ctl **ctl, fsdp_coll **coll);
 /* Rank 0 of a world of `world` in which nothing moves (fsdp_backend_null.c):
  * what -fsdp-plan predicts a run of that world on.  Either may be NULL. */
 fsdp_status fsdp_backend_null_create(int world, fsdp_ctl **ctl, fsdp_coll **coll);
+/* A null backend shaped like `real` (its rank and world, whether it starts
+ * collectives and whether they block, its scratch, its machines), for
+ * running a rank's operations over sizes alone (fsdp_memplan.c): nothing
+ * moves, and it notes the largest reduce-scatter part it was given, started
+ * and in all (floats, fsdp_backend_null_largest).  `real` outlives it. */
+fsdp_status fsdp_backend_null_like(const fsdp_coll *real, fsdp_coll **out);
+void fsdp_backend_null_largest(const fsdp_coll *c, size_t *rs_started, size_t *rs_any);
 /* Host control of a lone rank (self, null): rank 0 of `world`, the only one
  * taking part, so that every operation returns what it was given (after
  * the argument checks the others make) and every rank shares its machine. */

@@ -13,6 +13,7 @@
 
 typedef struct null_ctx {
     fsdp_tickets tickets;
+    size_t rs_started, rs_any;   /* the largest reduce-scatter part started, and of any (floats) */
     float *region[FSDP_SHM_REGIONS];
     int nregions;
 } null_ctx;
@@ -28,8 +29,16 @@ static fsdp_status null_all_gather(fsdp_coll *b, const float *shard, float *full
     return null_layout(b, shard, full, n);
 }
 
+static void note_rs(fsdp_coll *b, size_t n, int started)
+{
+    null_ctx *c = b->ctx;
+    if (n > c->rs_any) c->rs_any = n;
+    if (started && n > c->rs_started) c->rs_started = n;
+}
+
 static fsdp_status null_reduce_scatter(fsdp_coll *b, const float *full, float *shard, size_t n)
 {
+    note_rs(b, n, 0);
     return null_layout(b, shard, full, n);
 }
 
@@ -52,7 +61,24 @@ static fsdp_status null_all_gather_start(fsdp_coll *b, const float *shard, float
 static fsdp_status null_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n,
                                              int *ticket)
 {
+    note_rs(b, n, 1);
     return null_start(b, shard, full, n, ticket);
+}
+
+/* Between machines (a backend made like one that spans them): nothing moves. */
+static fsdp_status null_peer_all_to_all(fsdp_coll *b, const float *send, float *recv, size_t count)
+{
+    return FSDP_OK;
+}
+
+static fsdp_status null_peer_all_gather(fsdp_coll *b, float *full, size_t shard) { return FSDP_OK; }
+
+static fsdp_status null_peer_all_gather_start(fsdp_coll *b, float *full, size_t shard, int *ticket)
+{
+    null_ctx *c = b->ctx;
+    FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
+    fsdp_tickets_issue(&c->tickets, ticket);
+    return FSDP_OK;
 }
 
 static fsdp_status null_wait(fsdp_coll *b, int ticket)
@@ -95,6 +121,9 @@ static const fsdp_coll null_coll = {
         .wait = null_wait,
         .node_alloc = null_node_alloc,
         .node_sync = null_node_sync,
+        .peer_all_to_all = null_peer_all_to_all,
+        .peer_all_gather = null_peer_all_gather,
+        .peer_all_gather_start = null_peer_all_gather_start,
     },
     .name = "null",
     .rank = 0,
@@ -129,4 +158,37 @@ fsdp_status fsdp_backend_null_create(int world, fsdp_ctl **ctl, fsdp_coll **coll
     }
     if (coll) *coll = b;
     return FSDP_OK;
+}
+
+fsdp_status fsdp_backend_null_like(const fsdp_coll *real, fsdp_coll **out)
+{
+    fsdp_coll *b;
+    FSDP_TRY(fsdp_backend_null_create(real->world, NULL, &b));
+    b->rank = real->rank;
+    b->starts_block = real->starts_block;
+    b->scratch_terms = real->scratch_terms;
+    b->sums_terms = real->sums_terms;
+    b->hierarchical = real->hierarchical;
+    b->node = real->node;
+    /* What the real one leaves out, so does this one: the same answers to
+     * fsdp_coll_starts_* and fsdp_coll_maps_node. */
+    if (!real->iface.all_gather_start) {
+        b->iface.all_gather_start = NULL;
+        b->iface.reduce_scatter_start = NULL;
+        b->iface.wait = NULL;
+    }
+    if (!real->iface.node_alloc) {
+        b->iface.node_alloc = NULL;
+        b->iface.node_sync = NULL;
+    }
+    if (!real->iface.peer_all_gather_start) b->iface.peer_all_gather_start = NULL;
+    *out = b;
+    return FSDP_OK;
+}
+
+void fsdp_backend_null_largest(const fsdp_coll *c, size_t *rs_started, size_t *rs_any)
+{
+    const null_ctx *n = c->ctx;
+    *rs_started = n->rs_started;
+    *rs_any = n->rs_any;
 }

@@ -285,7 +285,7 @@ fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
             /* no buffer */
         } else if (at == FSDP_GRAD_AT_SLOT) {
             f->grad = n->grad_slots + (size_t)n->at.rank * n->slot_floats;
-            memset(f->grad, 0, f->nfull * sizeof(float));
+            FSDP_TRY(fsdp_mem_zero(c->mem, f->grad, f->nfull));
             f->grad_in_node = 1;
             n->slot_busy = 1;
         } else {
@@ -309,17 +309,19 @@ void fsdp_flat_grad_unpoint(fsdp_flat *f)
  * gradient accumulates there) into the reduce slot, which is free: it
  * holds one from a reduce to the group's step, and groups reduce and step
  * one at a time. */
-static void move_to_slot(const fsdp_flat_ctx *c, fsdp_flat *f)
+static fsdp_status move_to_slot(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     fsdp_node *n = c->node;
-    if (f->grad_in_node || f->grad_in_m || n->at.machines == 1 || !fsdp_flat_fits_slot(c, f)) return;
+    if (f->grad_in_node || f->grad_in_m || n->at.machines == 1 || !fsdp_flat_fits_slot(c, f)) return FSDP_OK;
     float *slot = (n->slot_busy ? n->reduce_slots : n->grad_slots) + (size_t)n->at.rank * n->slot_floats;
-    memcpy(slot, f->grad, f->nfull * sizeof(float));
+    FSDP_TRY(fsdp_mem_copy(c->mem, slot, f->grad, f->nfull));
     fsdp_mem_give(c->mem, f->grad);
     f->grad = slot;
     f->grad_in_node = 1;
     f->grad_in_reduce_slot = n->slot_busy;
+    n->reduce_slot_used |= n->slot_busy;
     n->slot_busy = 1;
+    return FSDP_OK;
 }
 
 /* Several machines: for this rank's part and each peer's, the sum over
@@ -337,7 +339,7 @@ static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_flat *f)
     }
     /* Every rank of the machine holds this flat's gradient in the same kind of slot. */
     const float *slots = f->grad_in_reduce_slot ? n->reduce_slots : n->grad_slots;
-    for (size_t k = 0; k < m; ++k) {
+    for (size_t k = 0; k < m && fsdp_mem_computes(c->mem); ++k) {
         size_t at = (size_t)n->at.peers[k] * sh;
         for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = slots + (size_t)q * n->slot_floats + at;
         fsdp_sum_rows(send + k * sh, n->terms, n->at.ranks, 0, sh);
@@ -352,7 +354,7 @@ fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs,
     *rs = *ar = 0;
     if (f->grad_state != FSDP_GRAD_ACCUMULATING) return FSDP_OK;
     fsdp_flat_grad_unpoint(f);
-    move_to_slot(c, f);
+    FSDP_TRY(move_to_slot(c, f));
     if (f->grad_in_node) {
         /* Every rank's gradient complete in its slot: the optimizer sums
          * this rank's part as it steps (fsdp_flat_slot_terms). */
@@ -484,4 +486,43 @@ void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f)
         fsdp_mem_give(c->mem, f->save_grad);
         f->save_grad = NULL;
     }
+}
+
+fsdp_status fsdp_flat_count_copy(const fsdp_flat_ctx *c, const fsdp_flat *src, fsdp_flat *f, float **sink)
+{
+    *f = *src;
+    f->state = f->kind.sharded ? FSDP_FLAT_SHARDED : FSDP_FLAT_GATHERED;
+    f->grad_state = FSDP_GRAD_NONE;
+    f->own = f->full = f->node = f->pending = f->grad = f->rs_source = f->gown = f->m = f->v = f->save_grad = NULL;
+    f->grad_in_node = f->grad_in_reduce_slot = f->gathered_for_save = 0;
+    f->data_at = f->grad_at = NULL;
+    if (!f->nt) return FSDP_OK;
+    f->data_at = malloc((size_t)f->nt * sizeof *f->data_at);
+    f->grad_at = malloc((size_t)f->nt * sizeof *f->grad_at);
+    if (!f->data_at || !f->grad_at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < f->nt; ++k) f->data_at[k] = f->grad_at[k] = sink;
+    size_t at = f->kind.whole ? 0 : (size_t)c->be->rank * f->shard;
+    if (f->in_node) {
+        f->node = fsdp_mem_alloc(c->mem, f->nfull, 0);
+        f->own = f->node ? f->node + at : NULL;
+    } else if (f->own_in_full) {
+        f->full = fsdp_mem_alloc(c->mem, f->nfull, 0);
+        f->own = f->full ? f->full + at : NULL;
+    } else if (f->kind.sharded) {
+        f->own = fsdp_mem_alloc(c->mem, f->shard, 0);
+    } else {
+        f->full = fsdp_mem_alloc(c->mem, f->count, 0);
+    }
+    if (src->m) f->m = fsdp_mem_alloc(c->mem, f->own_count, 0);
+    if (src->v) f->v = fsdp_mem_alloc(c->mem, f->own_count, 0);
+    if ((!f->own && !f->full) || (src->m && !f->m) || (src->v && !f->v)) return FSDP_ERR_NOMEM;
+    if (f->state == FSDP_FLAT_GATHERED) point(f, f->full);
+    return FSDP_OK;
+}
+
+void fsdp_flat_count_free(fsdp_flat *f)
+{
+    free(f->data_at);
+    free(f->grad_at);
+    f->data_at = f->grad_at = NULL;
 }

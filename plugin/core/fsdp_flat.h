@@ -72,6 +72,8 @@ typedef struct fsdp_node {
                            * another accumulates in the slot (a group nested in another) */
     size_t slot_floats;   /* the largest trainable flat's full buffer */
     int slot_busy;        /* a flat accumulates its gradient in this rank's slot */
+    int reduce_slot_used; /* a gradient has reduced from this rank's reduce slot (the
+                           * prediction counts those pages then) */
     const float **terms;  /* max(ranks per machine, machines) pointers: a sum's terms (scratch) */
 } fsdp_node;
 
@@ -220,5 +222,14 @@ fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);
  * arrays to copy into (GPU runs keep none between saves). */
 fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes);
 void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f);
+
+/* A copy of f as fsdp_flat_setup left it, for running its operations over
+ * sizes alone (fsdp_memplan.c): its buffers stand-ins of c's placement (the
+ * count placement), its tensors' arrays all pointing at *sink; the layout
+ * (tensors, offsets, runs) is f's, shared.  f's node memory becomes node
+ * memory of c's.  fsdp_flat_count_free frees what the copy owns beyond
+ * the placement's stand-ins. */
+fsdp_status fsdp_flat_count_copy(const fsdp_flat_ctx *c, const fsdp_flat *f, fsdp_flat *copy, float **sink);
+void fsdp_flat_count_free(fsdp_flat *copy);
 
 #endif

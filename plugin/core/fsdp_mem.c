@@ -1,34 +1,17 @@
-#include <malloc.h>
-#include <stdio.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+/* The host pool's bookkeeping (shared by the host and count placements)
+ * and the dispatch of fsdp_mem_* to a context's placement. */
 #include "fsdp_mem.h"
-#include "fsdp_cuda.h"
-#include "fsdp_kernels.h"
-#ifdef GPU
-#include "darknet.h"   /* cuda_make_array, cuda_free */
-#endif
 
-float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero)
+static const fsdp_place_i *place_of(const fsdp_mem_ctx *m)
 {
-    size_t bytes = (n ? n : 1) * sizeof(float);
+    if (m->place) return m->place;
 #ifdef GPU
-    if (m->device) {
-        void *p = NULL;
-        cudaError_t e = m->no_pool ? cudaMalloc(&p, bytes) : cudaMallocAsync(&p, bytes, DN_COMPUTE_STREAM);
-        if (e == cudaSuccess && zero) e = cudaMemsetAsync(p, 0, bytes, DN_COMPUTE_STREAM);
-        if (e != cudaSuccess) {
-            fsdp_fail(FSDP_ERR_NOMEM, "out of device memory for %zu floats: %s", n, cudaGetErrorString(e));
-            return NULL;
-        }
-        return p;
-    }
+    if (m->device) return &fsdp_place_device;
 #endif
-    float *p = zero ? calloc(1, bytes) : malloc(bytes);
-    if (!p) fsdp_fail(FSDP_ERR_NOMEM, "out of memory for %zu floats", n);
-    return p;
+    return &fsdp_place_host;
 }
+
+/* ---- the pool ---------------------------------------------------------------- */
 
 int fsdp_pool_fit(const fsdp_mem_pool *pool, size_t bytes)
 {
@@ -91,22 +74,65 @@ int fsdp_pool_keep(fsdp_mem_pool *pool, float *p, size_t cap)
     return 0;
 }
 
-float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero)
+float *fsdp_pool_take(fsdp_mem_pool *pool, size_t bytes, size_t *cap, void (*drop)(void *ctx, float *p), void *ctx)
+{
+    int slot = fsdp_pool_fit(pool, bytes);
+    if (slot >= 0) return fsdp_pool_take_slot(pool, slot, cap);
+    float *old;
+    while (fsdp_pool_drop_smaller(pool, bytes, &old)) drop(ctx, old);
+    *cap = 0;
+    return NULL;
+}
+
+void fsdp_mem_pool_drain(const fsdp_mem_ctx *m)
 {
     fsdp_mem_pool *pool = m->pool;
-    if (m->device || !pool) return fsdp_mem_alloc(m, n, zero);
-    size_t bytes = (n ? n : 1) * sizeof(float), cap;
-    int slot = fsdp_pool_fit(pool, bytes);
-    if (slot >= 0) {
-        float *p = fsdp_pool_take_slot(pool, slot, &cap);
-        if (zero) memset(p, 0, bytes);
-        return p;
+    for (int i = 0; pool && i < FSDP_POOL_SLOTS; ++i) {
+        fsdp_mem_free(m, pool->p[i]);
+        pool->p[i] = NULL;
     }
-    float *old;
-    while (fsdp_pool_drop_smaller(pool, bytes, &old)) free(old);
-    float *p = fsdp_mem_alloc(m, n, zero);
-    if (p) fsdp_pool_count_new(pool, malloc_usable_size(p));
-    return p;
+    if (pool) pool->bytes = 0;
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+int fsdp_mem_computes(const fsdp_mem_ctx *m) { return place_of(m)->computes; }
+float *fsdp_mem_alloc(const fsdp_mem_ctx *m, size_t n, int zero) { return place_of(m)->alloc(m, n, zero); }
+
+void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
+{
+    if (p) place_of(m)->free(m, p);
+}
+
+float *fsdp_mem_take(const fsdp_mem_ctx *m, size_t n, int zero) { return place_of(m)->take(m, n, zero); }
+
+void fsdp_mem_give(const fsdp_mem_ctx *m, float *p)
+{
+    if (p) place_of(m)->give(m, p);
+}
+
+float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n) { return place_of(m)->alloc_darknet(m, n); }
+void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array) { place_of(m)->free_darknet(m, array); }
+fsdp_status fsdp_mem_zero(const fsdp_mem_ctx *m, float *x, size_t n) { return place_of(m)->zero(m, x, n); }
+
+fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a)
+{
+    return place_of(m)->scale(m, x, n, a);
+}
+
+fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+    return place_of(m)->from_host(m, dst, src, n);
+}
+
+fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+    return place_of(m)->to_host(m, dst, src, n);
+}
+
+fsdp_status fsdp_mem_copy(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
+{
+    return place_of(m)->copy(m, dst, src, n);
 }
 
 void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index)
@@ -120,141 +146,7 @@ void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index)
     m->align = m->device ? FSDP_DEVICE_ALIGN_FLOATS : 1;
 }
 
-fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
-{
-#ifdef GPU
-    if (m->device) {
-        int pools = 0;
-        cudaCheck(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
-        if (!pools) {
-            m->no_pool = 1;
-            fprintf(stderr, "fsdp: GPU %d has no stream-ordered memory pools: cudaMalloc and "
-                    "cudaFree instead (slower)\n", device);
-            return FSDP_OK;
-        }
-        cudaMemPool_t pool;
-        uint64_t keep = UINT64_MAX;
-        cudaCheck(cudaDeviceGetDefaultMemPool(&pool, device));
-        cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    }
+#ifndef GPU
+/* The device placement's set-up (fsdp_mem_gpu.c): nothing on the host. */
+fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device) { return FSDP_OK; }
 #endif
-    (void)m;
-    (void)device;
-    return FSDP_OK;
-}
-
-void fsdp_mem_pool_drain(const fsdp_mem_ctx *m)
-{
-    fsdp_mem_pool *pool = m->pool;
-    for (int i = 0; pool && i < FSDP_POOL_SLOTS; ++i) {
-        free(pool->p[i]);
-        pool->p[i] = NULL;
-    }
-    if (pool) pool->bytes = 0;
-}
-
-void fsdp_mem_free(const fsdp_mem_ctx *m, float *p)
-{
-    if (!p) return;
-#ifdef GPU
-    if (m->device) {
-        /* cudaFree waits for all the device's work: as safe as the ordered free. */
-        if (m->no_pool) cudaFree(p);
-        else cudaFreeAsync(p, DN_COMPUTE_STREAM);
-        return;
-    }
-#endif
-    (void)m;
-    free(p);
-}
-
-void fsdp_mem_give(const fsdp_mem_ctx *m, float *p)
-{
-    if (!p) return;
-    if (m->device || !m->pool || !fsdp_pool_keep(m->pool, p, malloc_usable_size(p))) fsdp_mem_free(m, p);
-}
-
-float *fsdp_mem_alloc_darknet(const fsdp_mem_ctx *m, size_t n)
-{
-#ifdef GPU
-    if (m->device) return cuda_make_array(NULL, n);
-#endif
-    (void)m;
-    return calloc(n ? n : 1, sizeof(float));
-}
-
-void fsdp_mem_free_darknet(const fsdp_mem_ctx *m, float **array)
-{
-#ifdef GPU
-    /* Darknet's cuda_make_array memory: its own cuda_free. */
-    if (m->device && *array) cuda_free(*array);
-    else
-#endif
-        free(*array);
-    (void)m;
-    *array = NULL;
-}
-
-/* Host memory to or from a buffer of this kind. */
-static fsdp_status copy(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n, int to_buffer)
-{
-#ifdef GPU
-    if (m->device) {
-        cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), to_buffer ? cudaMemcpyHostToDevice
-                                                                    : cudaMemcpyDeviceToHost));
-        return FSDP_OK;
-    }
-#endif
-    (void)to_buffer;
-    memcpy(dst, src, n * sizeof(float));
-    return FSDP_OK;
-}
-
-fsdp_status fsdp_mem_zero(const fsdp_mem_ctx *m, float *x, size_t n)
-{
-#ifdef GPU
-    if (m->device) {
-        cudaCheck(cudaMemsetAsync(x, 0, n * sizeof(float), DN_COMPUTE_STREAM));
-        return FSDP_OK;
-    }
-#endif
-    (void)m;
-    memset(x, 0, n * sizeof(float));
-    return FSDP_OK;
-}
-
-fsdp_status fsdp_mem_scale(const fsdp_mem_ctx *m, float *x, int n, float a)
-{
-#ifdef GPU
-    if (m->device) {
-        fsdp_bn_scale_gpu(x, n, a);
-        return fsdp_kernels_status();
-    }
-#endif
-    (void)m;
-    for (int i = 0; i < n; ++i) x[i] *= a;
-    return FSDP_OK;
-}
-
-fsdp_status fsdp_mem_from_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
-{
-    return copy(m, dst, src, n, 1);
-}
-
-fsdp_status fsdp_mem_to_host(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
-{
-    return copy(m, dst, src, n, 0);
-}
-
-fsdp_status fsdp_mem_copy(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n)
-{
-#ifdef GPU
-    if (m->device) {
-        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, DN_COMPUTE_STREAM));
-        return FSDP_OK;
-    }
-#endif
-    (void)m;
-    memcpy(dst, src, n * sizeof(float));
-    return FSDP_OK;
-}

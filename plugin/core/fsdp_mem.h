@@ -1,12 +1,23 @@
-/* fsdp_mem.h: the engine's parameter, gradient and optimizer buffers live in
- * host memory (CPU runs) or device memory (GPU runs); these calls hide which.
- * Device calls are ordered on Darknet's compute stream (the legacy default
- * stream), so a buffer freed after a kernel or collective that Darknet's
- * stream waits for is never freed early. */
+/* fsdp_mem.h: where the engine's parameter, gradient and optimizer buffers
+ * live, as an interface (a placement: a table of functions, in the style of
+ * ggml's buffer types) with three implementations:
+ *   host    (fsdp_mem_host.c) CPU runs;
+ *   device  (fsdp_mem_gpu.c, GPU builds) GPU runs.  Its calls are ordered on
+ *           Darknet's compute stream (the legacy default stream), so a
+ *           buffer freed after a kernel or collective that Darknet's stream
+ *           waits for is never freed early;
+ *   count   (fsdp_mem_count.c) sizes only: it hands out addresses that are
+ *           never dereferenced and keeps the host pool's bookkeeping on
+ *           them, and moves and computes nothing.  The memory prediction
+ *           runs the flats' and the engine's own operations over it
+ *           (fsdp_memplan.h), so the prediction and the run share one
+ *           model of which buffer is taken and given back when.
+ * Callers use the fsdp_mem_* functions, which dispatch on the context. */
 #ifndef FSDP_MEM_H
 #define FSDP_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "fsdp.h"
 
 /* Host buffers a step takes and gives back (gathered parameters, gradients,
@@ -18,8 +29,8 @@
  * holds about what a step uses at once, not a set of buffers for each size
  * (groups of unequal sizes).
  * Steps repeat the same requests, so after the first steps every one is
- * served from the pool (fsdp_memplan.c predicts the footprint by replaying
- * steps through these same functions). */
+ * served from the pool (fsdp_memplan.c predicts the footprint by running
+ * two steps over the count placement, which keeps this same bookkeeping). */
 #define FSDP_POOL_SLOTS 64
 typedef struct fsdp_mem_pool {
     float *p[FSDP_POOL_SLOTS];
@@ -38,12 +49,68 @@ int fsdp_pool_keep(fsdp_mem_pool *pool, float *p, size_t cap);    /* 0: no free 
  * that out of the pool into *p (to be freed); 0 when none is left. */
 int fsdp_pool_drop_smaller(fsdp_mem_pool *pool, size_t bytes, float **p);
 
-typedef struct fsdp_mem_ctx {
+/* Take the pool's answer to a request of `bytes`: a held buffer that fits
+ * (its capacity in *cap), or NULL after handing each held buffer smaller
+ * than the request to drop (to be freed); the caller then makes one and
+ * counts it (fsdp_pool_count_new). */
+float *fsdp_pool_take(fsdp_mem_pool *pool, size_t bytes, size_t *cap, void (*drop)(void *ctx, float *p), void *ctx);
+
+typedef struct fsdp_mem_ctx fsdp_mem_ctx;
+typedef struct fsdp_mem_count fsdp_mem_count;
+
+/* A placement.  Every member is required; the fsdp_mem_* functions below
+ * document each. */
+typedef struct fsdp_place_i {
+    const char *name;   /* "host", "device", "count" */
+    int computes;       /* buffers hold values (0: count) */
+    float *(*alloc)(const fsdp_mem_ctx *m, size_t n, int zero);
+    void (*free)(const fsdp_mem_ctx *m, float *p);
+    float *(*take)(const fsdp_mem_ctx *m, size_t n, int zero);
+    void (*give)(const fsdp_mem_ctx *m, float *p);
+    fsdp_status (*zero)(const fsdp_mem_ctx *m, float *x, size_t n);
+    fsdp_status (*scale)(const fsdp_mem_ctx *m, float *x, int n, float a);
+    fsdp_status (*from_host)(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
+    fsdp_status (*to_host)(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
+    fsdp_status (*copy)(const fsdp_mem_ctx *m, float *dst, const float *src, size_t n);
+    float *(*alloc_darknet)(const fsdp_mem_ctx *m, size_t n);
+    void (*free_darknet)(const fsdp_mem_ctx *m, float **array);
+} fsdp_place_i;
+
+extern const fsdp_place_i fsdp_place_host;
+extern const fsdp_place_i fsdp_place_count;
+#ifdef GPU
+extern const fsdp_place_i fsdp_place_device;
+#endif
+
+struct fsdp_mem_ctx {
     int device;
     fsdp_mem_pool *pool;   /* NULL: take and give are alloc and free */
     size_t align;   /* tensors start at multiples of this many floats in a flat (1 on the host) */
     int no_pool;    /* device without stream-ordered allocation: cudaMalloc/cudaFree */
-} fsdp_mem_ctx;
+    const fsdp_place_i *place;   /* NULL: device or host, as `device` says */
+    fsdp_mem_count *count;       /* the count placement's stand-ins */
+};
+
+/* The count placement's state: the next stand-in address and the capacity
+ * of each stand-in handed out and not yet freed or given back. */
+typedef struct fsdp_mem_stand_in {
+    uintptr_t at;
+    size_t cap;
+} fsdp_mem_stand_in;
+struct fsdp_mem_count {
+    uintptr_t next;
+    fsdp_mem_stand_in *live;
+    size_t nlive, caplive;
+};
+
+/* *m counts sizes, on `pool` (which it uses from the start), with tensors
+ * aligned to `align` floats as the run it predicts. */
+void fsdp_mem_count_init(fsdp_mem_ctx *m, fsdp_mem_count *count, fsdp_mem_pool *pool, size_t align);
+void fsdp_mem_count_free(fsdp_mem_ctx *m);
+
+/* Whether the placement's buffers hold values: arithmetic on them (the
+ * optimizer, sums of gradients) runs only where they do. */
+int fsdp_mem_computes(const fsdp_mem_ctx *m);
 
 /* On the device each tensor in a flat buffer starts 256 bytes apart, as a
  * cudaMalloc'd array would: cuDNN's kernels may need more than the 4-byte

@@ -12,7 +12,7 @@
  * for the same reason), what prefetch
  * starts next, where gradients are reduced, who steps at the update.  What
  * an operation does to one flat (its states, its buffers) is the flat's
- * (fsdp_flat.h), asked by both runners through the same functions.
+ * (fsdp_flat.h).
  *
  * Some operations apply only in some steps: an op carries `when`, and
  * fsdp_op_applies decides it from whether the network trains and whether

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_engine.h"
+#include "fsdp_engine_run.h"
 #include "fsdp_deltas.h"
 #include "fsdp_hash.h"
 #include "fsdp_optim.h"
@@ -330,7 +331,8 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
     if (!f->nt) return FSDP_OK;
     const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
     int slots = f->grad_state == FSDP_GRAD_IN_SLOTS;
-    for (int r = 0; r < f->nruns; ++r) {
+    /* Over the count placement (the memory prediction) the step moves no value. */
+    for (int r = 0; r < f->nruns && fsdp_mem_computes(&e->mem); ++r) {
         const fsdp_run *run = &f->runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
@@ -420,6 +422,9 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
  * where an op steps the optimizer (reduce, settle, step), else NULL. */
 static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
 {
+    /* A counting copy runs the flats' operations alone: the activations'
+     * arenas are counted with the activations (fsdp_memplan.c). */
+    if (e->counts && op->kind >= FSDP_OP_ACTS_IN) return FSDP_OK;
     switch (op->kind) {
     case FSDP_OP_UNSHARD: return unshard(e, op);
     case FSDP_OP_PREFETCH: return fsdp_flat_unshard_start(&e->flat, flat_of(e, op));
@@ -452,20 +457,28 @@ static int last_micro_batch(const fsdp_engine *e, const network *net)
     return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
 }
 
+fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at at, int training, int last)
+{
+    int n;
+    const fsdp_op *ops = fsdp_step_plan_at(&e->step_plan, i, at, &n);
+    const update_args *a = NULL;
+    for (int k = 0; k < n; ++k) {
+        if (!fsdp_op_applies(&ops[k], training, last)) continue;
+        /* A counting copy steps nothing, so needs no learning rate. */
+        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = e->counts ? &e->step_args : backward_args(e, net);
+        FSDP_TRY(run_op(e, &ops[k], a));
+    }
+    return FSDP_OK;
+}
+
 /* The ops at layer i's point `at` that apply to this step. */
 static fsdp_status run_at(fsdp_engine *e, network *net, int i, fsdp_at at)
 {
     int n;
-    const fsdp_op *ops = fsdp_step_plan_at(&e->step_plan, i, at, &n);
+    fsdp_step_plan_at(&e->step_plan, i, at, &n);
     if (!n) return FSDP_OK;   /* most layers' points: nothing to ask */
     int last = at >= FSDP_AT_BACKWARD_BEFORE && last_micro_batch(e, net);
-    const update_args *a = NULL;
-    for (int k = 0; k < n; ++k) {
-        if (!fsdp_op_applies(&ops[k], net->train, last)) continue;
-        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = backward_args(e, net);
-        FSDP_TRY(run_op(e, &ops[k], a));
-    }
-    return FSDP_OK;
+    return fsdp_engine_run_point(e, net, i, at, net->train, last);
 }
 
 /* ---- hooks: forward, backward ---------------------------------------------- */
@@ -520,6 +533,12 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "update %d: Darknet's update (learning rate %g, batch %d, t %d) "
                          "is not the one the groups took in backward (%g, %d, %d)", a->t, a->learning_rate,
                          a->batch, a->t, e->step_args.learning_rate, e->step_args.batch, e->step_args.t);
+    FSDP_TRY(fsdp_engine_run_update(e, a));
+    return fsdp_optim_status(e->mem.device);   /* a kernel of the step that failed */
+}
+
+fsdp_status fsdp_engine_run_update(fsdp_engine *e, const update_args *a)
+{
     int n, synced = 0;
     const fsdp_op *ops = fsdp_step_plan_update(&e->step_plan, &n);
     for (int k = 0; k < n; ++k) {
@@ -530,7 +549,7 @@ fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
         FSDP_TRY(run_op(e, &ops[k], a));
     }
     e->args_set = 0;
-    return fsdp_optim_status(e->mem.device);   /* a kernel of the step that failed */
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)

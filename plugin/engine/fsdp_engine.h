@@ -69,6 +69,7 @@ typedef struct fsdp_engine {
     int args_set;            /* step_args holds this update's arguments */
     update_args step_args;   /* as update_network will pass them, computed in backward */
     fsdp_tally tally;
+    int counts;              /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
 } fsdp_engine;
 
 fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_ctl *be, fsdp_coll *dbe);

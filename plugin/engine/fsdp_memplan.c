@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "fsdp_engine.h"
+#include "fsdp_engine_run.h"
 #include "fsdp_memplan.h"
 #include "fsdp_pairs.h"
 #include "fsdp_shm.h"
@@ -192,306 +193,118 @@ static void build_and_setup(const fsdp_engine *e, const network *net, int loads_
     *setup = peak;
 }
 
-/* ---- one step, run over the flats' sizes --------------------------------------- */
+/* ---- one step, over the count placement ----------------------------------- */
 
-/* The engine's step plan (fsdp_stepplan.h) run as fsdp_engine.c runs it,
- * each op doing to a stand-in of each flat what it does to the flat
- * (fsdp_flat.h): the same states, the buffers it takes and gives back,
- * through the host pool's own bookkeeping (fsdp_mem.h), so that the
- * pool's footprint after two steps is what it holds at run time; and the
- * bytes each op moves. */
-typedef struct sim_flat {
-    int nt;
-    int sharded;        /* parameters live only as shards between uses */
-    size_t gather;      /* bytes an unshard takes (0: a world of one, or node memory) */
-    uint64_t moves;     /* bytes an unshard counts (0: node memory) */
-    size_t grad;        /* bytes of a full gradient buffer (0: no optimizer state) */
-    size_t gown;        /* bytes the reduce takes for this rank's part (0: the full buffer is kept) */
-    uint64_t rs, ar;    /* bytes the reduce counts */
-    uint64_t step_ag;   /* grad_op, hybrid: bytes the update's gather counts */
-    size_t sums;        /* hybrid: bytes of the machines' sums of this rank's part (0: one machine) */
-    int hybrid;         /* node memory on several machines: the gradient reduces from the slot */
-    const fsdp_flat *f; /* for the flat's own answers (fsdp_flat_grad_place) */
-    fsdp_flat_state state;
-    fsdp_grad_state grad_state;
-    int in_slot;        /* the gradient accumulates in this rank's node slot */
-    int in_reduce_slot; /* ... in its reduce slot (several machines) */
-    size_t full, gradbuf, gownbuf, rsbuf;   /* buffers held, bytes (0: none) */
-} sim_flat;
+/* A copy of the engine whose flats live in the count placement (fsdp_mem.h),
+ * whose collectives are a null backend shaped like the run's and whose
+ * tally starts at zero.  The engine's own operations run on it
+ * (fsdp_engine_run.h): the prediction and the run share one model of which
+ * buffer each operation takes and gives back, and of the bytes it moves. */
+typedef struct counting {
+    fsdp_engine e;
+    fsdp_mem_count count;
+    float *sink;        /* what the copies' tensors point at, never read */
+    fsdp_coll *coll;
+} counting;
 
-typedef struct sim {
-    const fsdp_engine *e;
-    sim_flat *f;        /* 2 per group: train, frozen */
-    int *updated;
-    fsdp_mem_pool pool;
-    uintptr_t next_id;  /* stand-ins for buffers: the pool only stores them */
-    int async_rs;       /* the backend starts reduce-scatters */
-    int async_ag;       /* ... and all-gathers (prefetch) */
-    int inflight;       /* the group whose reduce-scatter is in flight, or -1 */
-    int slot_busy;      /* node memory's gradient slot (fsdp_flat.h) */
-    int reduce_slot_used;   /* a gradient reduced from the reduce slot */
-    size_t rs_started;  /* the largest started reduce-scatter's part, bytes */
-    size_t rs_largest;  /* the largest reduce-scatter's part, started or not, bytes */
-    fsdp_group_tally *bytes;   /* per group, when counting; else NULL */
-    uint64_t weight;    /* micro-batches the one being run stands for */
-} sim;
-
-/* What the host pool records for a new buffer of `bytes` (fsdp_mem_take):
- * the allocator's usable size, a little more than asked.  Asked of the
- * allocator itself (a buffer made and freed untouched, which costs no
- * page): whether a held buffer fits a request at most twice its size can
- * turn on that little, as a reduced part of exactly half a group does. */
-static size_t usable(size_t bytes)
+static void counting_free(counting *c)
 {
-    void *p = malloc(bytes);
-    size_t u = p ? malloc_usable_size(p) : bytes;
-    free(p);
-    return u;
-}
-
-static void take(sim *s, size_t *b, size_t bytes)
-{
-    if (!bytes) return;
-    int slot = fsdp_pool_fit(&s->pool, bytes);
-    if (slot >= 0) {
-        fsdp_pool_take_slot(&s->pool, slot, b);
-        return;
+    fsdp_engine *e = &c->e;
+    for (int g = 0; e->groups && g < e->ngroups; ++g) {
+        fsdp_flat_count_free(&e->groups[g].train);
+        fsdp_flat_count_free(&e->groups[g].frozen);
     }
-    float *old;
-    while (fsdp_pool_drop_smaller(&s->pool, bytes, &old)) continue;
-    *b = usable(bytes);
-    fsdp_pool_count_new(&s->pool, *b);
+    free(e->groups);
+    free(e->tally.group);
+    free(e->node.terms);
+    fsdp_mem_count_free(&e->mem);
+    fsdp_coll_free(c->coll);
 }
 
-static void give(sim *s, size_t *b)
+/* Node memory as set-up left it, in stand-ins. */
+static fsdp_status count_node(fsdp_engine *e, const fsdp_node *real)
 {
-    if (!*b) return;
-    s->next_id += 64;
-    fsdp_pool_keep(&s->pool, (float *)s->next_id, *b);
-    *b = 0;
+    fsdp_node *n = &e->node;
+    size_t slots = n->slot_floats * (size_t)n->at.ranks;
+    int nterms = n->at.ranks > n->at.machines ? n->at.ranks : n->at.machines;
+    n->stale = 1;
+    n->publishing = n->slot_busy = n->reduce_slot_used = 0;
+    n->grad_slots = slots ? fsdp_mem_alloc(&e->mem, slots, 0) : NULL;
+    n->reduce_slots = real->reduce_slots ? fsdp_mem_alloc(&e->mem, slots, 0) : NULL;
+    n->terms = malloc((size_t)nterms * sizeof *n->terms);
+    return n->terms ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
 }
 
-static sim_flat *sim_flat_of(sim *s, int group, int flat)
+static fsdp_status counting_init(counting *c, const fsdp_engine *real)
 {
-    return &s->f[2 * group + flat];
-}
-
-/* What an op moved, when counting: bytes of each collective and backward
- * gathers, for the micro-batches the one being run stands for. */
-static void count(sim *s, int group, uint64_t ag, uint64_t rs, uint64_t ar, uint64_t gathers)
-{
-    if (!s->bytes) return;
-    fsdp_group_tally *t = &s->bytes[group];
-    t->ag_bytes += ag * s->weight;
-    t->rs_bytes += rs * s->weight;
-    t->ar_bytes += ar * s->weight;
-    t->backward_gathers += gathers * s->weight;
-}
-
-static void sim_unshard(sim *s, const fsdp_op *op)
-{
-    sim_flat *f = sim_flat_of(s, op->group, op->flat);
-    if (!f->nt || f->state == FSDP_FLAT_GATHERED) return;
-    if (f->state == FSDP_FLAT_SHARDED) take(s, &f->full, f->gather);
-    f->state = FSDP_FLAT_GATHERED;
-    count(s, op->group, f->moves, 0, 0, op->backward && f->moves);
-}
-
-static void sim_prefetch(sim *s, const fsdp_op *op)
-{
-    sim_flat *f = sim_flat_of(s, op->group, op->flat);
-    if (!f->nt || f->state != FSDP_FLAT_SHARDED || !s->async_ag || !f->gather) return;
-    take(s, &f->full, f->gather);
-    f->state = FSDP_FLAT_GATHERING;
-}
-
-static void sim_reshard(sim *s, const fsdp_op *op)
-{
-    sim_flat *f = sim_flat_of(s, op->group, op->flat);
-    if (!f->sharded || f->state != FSDP_FLAT_GATHERED) return;   /* replicated flats stay */
-    give(s, &f->full);
-    f->state = FSDP_FLAT_SHARDED;
-}
-
-static void sim_grad_point(sim *s, const fsdp_op *op)
-{
-    sim_flat *f = sim_flat_of(s, op->group, op->flat);
-    if (!f->nt || f->grad_state != FSDP_GRAD_NONE) return;
-    fsdp_grad_place at = fsdp_flat_grad_place(&s->e->flat, f->f, s->slot_busy);
-    if (at == FSDP_GRAD_AT_SLOT) f->in_slot = s->slot_busy = 1;
-    else if (at == FSDP_GRAD_AT_BUFFER) take(s, &f->gradbuf, f->grad);
-    f->grad_state = FSDP_GRAD_ACCUMULATING;
-}
-
-/* The group's optimizer step: its reduced gradient goes back (the slot is
- * free again); grad_op gathers the updated parameters. */
-static void sim_update_group(sim *s, int k)
-{
-    sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
-    s->updated[k] = 1;
-    if (!f->nt) return;
-    if (f->in_slot && !f->in_reduce_slot) s->slot_busy = 0;
-    f->in_slot = f->in_reduce_slot = 0;
-    give(s, &f->gownbuf);
-    give(s, &f->gradbuf);
-    f->grad_state = FSDP_GRAD_NONE;
-    count(s, k, f->step_ag, 0, 0, 0);
-}
-
-static void sim_settle(sim *s)
-{
-    int k = s->inflight;
-    if (k < 0) return;
-    sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
-    s->inflight = -1;
-    give(s, &f->rsbuf);
-    f->grad_state = FSDP_GRAD_REDUCED;
-    sim_update_group(s, k);
-}
-
-static void sim_reduce(sim *s, int k)
-{
-    sim_settle(s);
-    sim_flat *f = sim_flat_of(s, k, FSDP_FLAT_TRAIN);
-    if (f->grad_state != FSDP_GRAD_ACCUMULATING) return;
-    count(s, k, 0, f->rs, f->ar, 0);
-    if (f->hybrid && !f->in_slot && f->gradbuf) {
-        /* Into the slot (else the reduce slot), to be summed on the machine first. */
-        give(s, &f->gradbuf);
-        f->in_reduce_slot = s->slot_busy;
-        s->reduce_slot_used |= s->slot_busy;
-        f->in_slot = s->slot_busy = 1;
+    memset(c, 0, sizeof *c);
+    fsdp_engine *e = &c->e;
+    *e = *real;
+    e->counts = 1;
+    e->groups = NULL;
+    e->tally = (fsdp_tally){ 0 };
+    e->rs_inflight = NULL;
+    e->args_set = 0;
+    e->node.terms = NULL;
+    fsdp_mem_count_init(&e->mem, &c->count, &e->pool, real->mem.align);
+    fsdp_status s = fsdp_backend_null_like(real->dbe, &c->coll);
+    e->dbe = c->coll;
+    e->flat = (fsdp_flat_ctx){ &e->mem, real->be, c->coll, 1, &e->node };
+    if (s == FSDP_OK && real->node.on) s = count_node(e, &real->node);
+    if (s != FSDP_OK) return s;
+    e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
+    e->tally.group = calloc((size_t)e->ngroups, sizeof *e->tally.group);
+    if (!e->groups || !e->tally.group) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int g = 0; g < e->ngroups; ++g) {
+        e->groups[g].info = real->groups[g].info;
+        FSDP_TRY(fsdp_flat_count_copy(&e->flat, &real->groups[g].train, &e->groups[g].train, &c->sink));
+        FSDP_TRY(fsdp_flat_count_copy(&e->flat, &real->groups[g].frozen, &e->groups[g].frozen, &c->sink));
     }
-    if (f->in_slot) {
-        /* The optimizer sums from the node slots (on several machines,
-         * from the machines' sums, exchanged through a buffer as large). */
-        size_t send = 0;
-        take(s, &send, f->sums);
-        take(s, &f->gownbuf, f->sums);
-        give(s, &send);
-        f->grad_state = FSDP_GRAD_IN_SLOTS;
-    } else if (f->gown) {
-        /* The full gradient becomes this rank's part. */
-        take(s, &f->gownbuf, f->gown);
-        if (s->async_rs && f->gown > s->rs_started) s->rs_started = f->gown;
-        if (f->gown > s->rs_largest) s->rs_largest = f->gown;
-        if (s->async_rs) {
-            f->rsbuf = f->gradbuf;
-            f->gradbuf = 0;
-            f->grad_state = FSDP_GRAD_REDUCING;
-            s->inflight = k;
-            return;
-        }
-        give(s, &f->gradbuf);
-        f->grad_state = FSDP_GRAD_REDUCED;
-    } else {
-        f->grad_state = FSDP_GRAD_REDUCED;   /* reduced in place (none, a world of one) */
-    }
-    sim_update_group(s, k);
+    return FSDP_OK;
 }
 
-static void sim_op(sim *s, const fsdp_op *op)
+/* Micro-batches after the first take what the first took (gradients keep
+ * accumulating): one standing for every middle one counts its bytes that
+ * many times. */
+static void weigh(fsdp_engine *e, const fsdp_group_tally *before, uint64_t times)
 {
-    switch (op->kind) {
-    case FSDP_OP_UNSHARD: sim_unshard(s, op); break;
-    case FSDP_OP_PREFETCH: sim_prefetch(s, op); break;
-    case FSDP_OP_RESHARD: sim_reshard(s, op); break;
-    case FSDP_OP_GRAD_POINT: sim_grad_point(s, op); break;
-    case FSDP_OP_REDUCE: sim_reduce(s, op->group); break;
-    case FSDP_OP_SETTLE: sim_settle(s); break;
-    case FSDP_OP_STEP:
-        if (!s->updated[op->group]) sim_update_group(s, op->group);
-        s->updated[op->group] = 0;
-        break;
-    case FSDP_OP_GRAD_UNPOINT:
-    case FSDP_OP_ACTS_IN:
-    case FSDP_OP_ACTS_BACK:
-    case FSDP_OP_ACTS_OUT:
-    case FSDP_OP_RECOMPUTE:   /* the arena is counted with the activations */
-    case FSDP_OP_KINDS: break;
+    for (int g = 0; g < e->ngroups; ++g) {
+        fsdp_group_tally *t = &e->tally.group[g];
+        t->ag_bytes += (t->ag_bytes - before[g].ag_bytes) * (times - 1);
+        t->rs_bytes += (t->rs_bytes - before[g].rs_bytes) * (times - 1);
+        t->ar_bytes += (t->ar_bytes - before[g].ar_bytes) * (times - 1);
+        t->backward_gathers += (t->backward_gathers - before[g].backward_gathers) * (times - 1);
     }
 }
 
-static void sim_at(sim *s, const fsdp_op *ops, int n, int last_micro)
-{
-    for (int k = 0; k < n; ++k)
-        if (fsdp_op_applies(&ops[k], 1, last_micro)) sim_op(s, &ops[k]);
-}
-
-/* One training step as the hooks see it: per micro-batch each layer's
+/* One training step as the hooks run it: per micro-batch each layer's
  * forward points, then backward from the top for the layers that need it;
- * then the update.  Micro-batches after the first take what the first took
- * (gradients keep accumulating): the first, one more standing for every
- * middle one and the last tell the peak and the bytes, however many the
- * cfg asks for (a cfg's subdivisions=99999999 once took seconds here). */
-static void sim_step(sim *s, int subdivisions)
+ * then the update.  The first micro-batch, one standing for every middle
+ * one, and the last tell the peak and the bytes, however many the cfg asks
+ * for (a cfg's subdivisions=99999999 once took seconds here). */
+static fsdp_status count_step(fsdp_engine *e, int subdivisions)
 {
-    const fsdp_engine *e = s->e;
-    const fsdp_step_plan *p = &e->step_plan;
-    int n = p->nlayers, nsub = subdivisions > 0 ? subdivisions : 1, runs = nsub > 3 ? 3 : nsub, count;
-    for (int micro = 0; micro < runs; ++micro) {
+    network *net = e->net;
+    int n = e->step_plan.nlayers, nsub = subdivisions > 0 ? subdivisions : 1, runs = nsub > 3 ? 3 : nsub;
+    fsdp_group_tally *before = malloc(((size_t)e->ngroups + 1) * sizeof *before);
+    if (!before) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = FSDP_OK;
+    for (int micro = 0; micro < runs && s == FSDP_OK; ++micro) {
         int last = micro == runs - 1;
-        s->weight = runs == 3 && micro == 1 ? (uint64_t)nsub - 2 : 1;
-        for (int i = 0; i < n; ++i)
-            for (int a = FSDP_AT_FORWARD_BEFORE; a <= FSDP_AT_FORWARD_AFTER; ++a) {
-                const fsdp_op *ops = fsdp_step_plan_at(p, i, (fsdp_at)a, &count);
-                sim_at(s, ops, count, last);
-            }
-        for (int i = n - 1; i >= 0; --i) {
+        uint64_t times = runs == 3 && micro == 1 ? (uint64_t)nsub - 2 : 1;
+        memcpy(before, e->tally.group, (size_t)e->ngroups * sizeof *before);
+        for (int i = 0; i < n && s == FSDP_OK; ++i)
+            for (int a = FSDP_AT_FORWARD_BEFORE; a <= FSDP_AT_FORWARD_AFTER && s == FSDP_OK; ++a)
+                s = fsdp_engine_run_point(e, net, i, (fsdp_at)a, 1, 0);
+        for (int i = n - 1; i >= 0 && s == FSDP_OK; --i) {
             if (!e->plan.need_bwd[i]) continue;
-            for (int a = FSDP_AT_BACKWARD_BEFORE; a <= FSDP_AT_BACKWARD_AFTER; ++a) {
-                const fsdp_op *ops = fsdp_step_plan_at(p, i, (fsdp_at)a, &count);
-                sim_at(s, ops, count, last);
-            }
+            for (int a = FSDP_AT_BACKWARD_BEFORE; a <= FSDP_AT_BACKWARD_AFTER && s == FSDP_OK; ++a)
+                s = fsdp_engine_run_point(e, net, i, (fsdp_at)a, 1, last);
         }
+        weigh(e, before, times);
     }
-    s->weight = 1;
-    const fsdp_op *ops = fsdp_step_plan_update(p, &count);
-    sim_at(s, ops, count, 1);
-}
-
-static int sim_init(sim *s, const fsdp_engine *e)
-{
-    *s = (sim){ .e = e, .inflight = -1, .weight = 1 };
-    s->f = calloc((size_t)e->ngroups * 2, sizeof *s->f);
-    s->updated = calloc((size_t)e->ngroups, sizeof *s->updated);
-    if (!s->f || !s->updated) {
-        free(s->f);
-        free(s->updated);
-        return 0;
-    }
-    int world = e->be->world;
-    s->async_rs = world > 1 && fsdp_coll_starts_reduce_scatter(e->dbe);
-    s->async_ag = world > 1 && fsdp_coll_starts_all_gather(e->dbe);
-    for (int k = 0; k < e->ngroups; ++k) {
-        const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
-        for (int j = 0; j < 2; ++j) {
-            const fsdp_flat *f = fl[j];
-            sim_flat *sf = sim_flat_of(s, k, j);
-            size_t full = f->nfull * sizeof(float);
-            sf->f = f;
-            sf->nt = f->nt;
-            sf->sharded = f->kind.sharded;
-            sf->state = f->kind.sharded ? FSDP_FLAT_SHARDED : FSDP_FLAT_GATHERED;
-            sf->moves = f->kind.sharded && !f->in_node ? full : 0;
-            sf->gather = world > 1 ? sf->moves : 0;
-            if (!f->kind.state) continue;
-            sf->grad = f->grad_in_m ? 0 : full;
-            sf->gown = world > 1 && !f->kind.whole ? f->shard * sizeof(float) : 0;
-            sf->rs = f->kind.whole ? 0 : full;
-            sf->ar = f->kind.whole ? f->count * sizeof(float) : 0;
-            sf->hybrid = f->in_node && e->node.at.machines > 1;
-            sf->step_ag = e->cfg.strategy == FSDP_SHARD_GRAD_OP || sf->hybrid ? full : 0;
-            sf->sums = sf->hybrid ? (size_t)e->node.at.machines * f->shard * sizeof(float) : 0;
-        }
-    }
-    return 1;
-}
-
-static void sim_free(sim *s)
-{
-    free(s->f);
-    free(s->updated);
+    free(before);
+    return s == FSDP_OK ? fsdp_engine_run_update(e, &e->step_args) : s;
 }
 
 /* The buffer the backend keeps for the other ranks' terms of its started
@@ -500,37 +313,39 @@ static void sim_free(sim *s)
  * blocking ones (sums_terms).  Its other blocking sums go round by round
  * through a buffer of fixed size, made by the start-up warm-up: in the
  * fixed cost. */
-static size_t collective_scratch(const sim *s, const fsdp_engine *e)
+static size_t collective_scratch(const fsdp_coll *real, const fsdp_coll *counted)
 {
-    return (size_t)e->dbe->scratch_terms * s->rs_started + (size_t)e->dbe->sums_terms * s->rs_largest;
+    size_t started, any;
+    fsdp_backend_null_largest(counted, &started, &any);
+    return ((size_t)real->scratch_terms * started + (size_t)real->sums_terms * any) * sizeof(float);
 }
 
-/* *reduce_slot: whether a gradient reduced from the reduce slot;
- * *scratch: the backend's buffers for the terms of its sums. */
-static size_t step_buffers(const fsdp_engine *e, const network *net, int *reduce_slot, size_t *scratch)
+/* The host pool's footprint over two steps (the second finds the pool as
+ * the first left it); *reduce_slot: whether a gradient reduced from the
+ * reduce slot; *scratch: the backend's buffers for the terms of its sums. */
+static size_t step_buffers(const fsdp_engine *real, const network *net, int *reduce_slot, size_t *scratch)
 {
-    sim s;
+    counting c;
     *reduce_slot = 0;
     *scratch = 0;
-    if (!sim_init(&s, e)) return 0;
-    /* The second step finds the pool as the first left it. */
-    sim_step(&s, net->subdivisions);
-    sim_step(&s, net->subdivisions);
-    sim_free(&s);
-    *reduce_slot = s.reduce_slot_used;
-    *scratch = collective_scratch(&s, e);
-    return s.pool.footprint;
+    fsdp_status s = counting_init(&c, real);
+    if (s == FSDP_OK) s = count_step(&c.e, net->subdivisions);
+    if (s == FSDP_OK) s = count_step(&c.e, net->subdivisions);
+    size_t footprint = s == FSDP_OK ? c.e.pool.footprint : 0;
+    if (s == FSDP_OK) *reduce_slot = c.e.node.reduce_slot_used;
+    if (s == FSDP_OK) *scratch = collective_scratch(real->dbe, c.coll);
+    counting_free(&c);
+    return footprint;
 }
 
 fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp_group_tally *out)
 {
-    sim s;
-    if (!sim_init(&s, e)) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    memset(out, 0, (size_t)e->ngroups * sizeof *out);
-    s.bytes = out;
-    sim_step(&s, subdivisions);
-    sim_free(&s);
-    return FSDP_OK;
+    counting c;
+    fsdp_status s = counting_init(&c, e);
+    if (s == FSDP_OK) s = count_step(&c.e, subdivisions);
+    if (s == FSDP_OK) memcpy(out, c.e.tally.group, (size_t)e->ngroups * sizeof *out);
+    counting_free(&c);
+    return s;
 }
 
 /* The kernel maps the pages of a shared file around a read fault, 64 KB

@@ -13,8 +13,12 @@
  *           build first takes each group back whole from the slices);
  *   step    the model state (shards, optimizer state, replicas) plus the
  *           buffers a step holds at once: gathered groups, prefetches,
- *           gradients.  These are counted by running the engine's own step
- *           plan (fsdp_stepplan.h) over the groups' sizes; the host pool
+ *           gradients.  These are counted by running two steps of the
+ *           engine's own operations (fsdp_engine_run.h) on a copy of the
+ *           engine whose flats live in the count placement (fsdp_mem.h)
+ *           and whose collectives are a null backend shaped like the run's:
+ *           the same code that takes and gives back buffers at run time,
+ *           with the host pool's bookkeeping, over sizes.  The host pool
  *           measures the same quantity at run time (`step_buffers` in
  *           -fsdp-stats), and the tests hold the two equal. */
 #ifndef FSDP_MEMPLAN_H
@@ -79,8 +83,8 @@ size_t fsdp_memplan_held(const network *net, const int *layers, int nlayers);
 size_t fsdp_memplan_workspace(const network *net);
 
 /* The byte theory: the bytes one training step of `subdivisions`
- * micro-batches moves, per group (out[0 .. ngroups)), from the same run of
- * the step plan; what the engine's tally counts each step. */
+ * micro-batches moves, per group (out[0 .. ngroups)): the tally of one step
+ * run as above; what the engine's tally counts each step. */
 fsdp_status fsdp_memplan_step_bytes(const struct fsdp_engine *e, int subdivisions, fsdp_group_tally *out);
 
 #endif
