@@ -2,6 +2,10 @@
 fsdp_script_test(memory_np1_np2 test_memory.sh 1 2)
 fsdp_script_test(memory_np3_np4 test_memory.sh 3 4)
 set_property(TEST memory_np1_np2 memory_np3_np4 APPEND PROPERTY LABELS slow)
+# The everyday suite's case: the prediction (the engine's own operations
+# over the count placement) against the pool, node memory and scratch the
+# ranks measure, at 2 ranks.
+fsdp_script_test(memory_np2_fast test_memory.sh --fast 2)
 # A model that does not fit one rank, under a cap per rank (a memory cgroup:
 # root only; exit 77 skips where there is none).
 fsdp_script_test(memory_cap_np4 test_memory_cap.sh)

@@ -9,8 +9,13 @@
 # maps, which the prediction adds (node_shared); with FSDP_SHM=0
 # (`full-p2p`, as between machines) the point-to-point path's buffer for the
 # other ranks' terms, N - 1 parts of the largest group (collective_scratch).
-# usage: test_memory.sh NP...
+# usage: test_memory.sh [--fast] NP...
+#   --fast: per world only full (the pool), full-node (node memory) and
+#   full-p2p (the collectives' scratch): one case of each part of the model,
+#   for the everyday suite.
 . "$(dirname "$0")/lib.sh"
+FAST=0
+[ "${1:-}" = --fast ] && { FAST=1; shift; }
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 8 --size 32
 P=$(( 3072 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 3 + 3 ))   # parameters
@@ -138,8 +143,12 @@ EOF
 }
 
 for np in "$@"; do
-  for s in full grad_op none; do run "$np" "$s" 0; done
-  run "$np" full 1
+  if [ "$FAST" = 1 ]; then
+    run "$np" full 0
+  else
+    for s in full grad_op none; do run "$np" "$s" 0; done
+    run "$np" full 1
+  fi
   [ "$np" -gt 1 ] && run "$np" full-node 0
   [ "$np" -gt 1 ] && run "$np" full-p2p 0
 done
@@ -149,6 +158,7 @@ done
 # state, node memory and step buffers (its fixed cost is this process's,
 # without MPI).  plan2: the cfg with shard_node_shared=1 (full-node runs).
 for fz in 0 1 2; do
+  [ "$FAST" = 1 ] && [ "$fz" = 1 ] && continue   # no frozen run to compare with
   if [ "$fz" = 2 ]; then cfg "$WORK/plan2.cfg" full-node 0; else cfg "$WORK/plan$fz.cfg" full "$fz"; fi
   max=$(printf '%s
 ' "$@" | sort -n | tail -n 1)
