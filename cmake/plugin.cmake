@@ -46,6 +46,9 @@ function(fsdp_layer name)
   target_compile_options(fsdp_${name} PRIVATE
       $<$<AND:$<COMPILE_LANGUAGE:C>,$<NOT:$<CONFIG:Debug>>>:-O3>)
   target_compile_definitions(fsdp_${name} PRIVATE _GNU_SOURCE)
+  if(FSDP_CHECKS)
+    target_compile_definitions(fsdp_${name} PUBLIC FSDP_CHECKS)
+  endif()
   if(TARGET fsdp_gpu)
     set_target_properties(fsdp_${name} PROPERTIES CUDA_ARCHITECTURES "${FSDP_CUDA_ARCHS}"
       CUDA_RUNTIME_LIBRARY Shared)

@@ -469,22 +469,10 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *be, const fsdp_flags
     return fsdp_agree_start(be, local, list, (int)(sizeof list / sizeof list[0]));
 }
 
-/* The watchdog's words for a collective in flight: the group whose buffer
- * it moves, and the step. */
+/* The watchdog's words for a collective in flight (fsdp_watch.h). */
 static void describe_wait(void *c, const void *buf, char *out, size_t n)
 {
-    const fsdp_engine *e = c;
-    const char *group = NULL;
-    for (int k = 0; buf && k < e->ngroups && !group; ++k) {
-        const fsdp_flat *fl[2] = { &e->groups[k].train, &e->groups[k].frozen };
-        for (int j = 0; j < 2; ++j)
-            if (buf == fl[j]->full || buf == fl[j]->pending || buf == fl[j]->grad || buf == fl[j]->rs_source)
-                group = e->groups[k].info->name;
-    }
-    if (!e->net) snprintf(out, n, "(at start-up)");
-    else if (group && !strcmp(group, FSDP_ROOT_NAME)) snprintf(out, n, "(root group, training step %d)", e->steps + 1);
-    else if (group) snprintf(out, n, "(group %s, training step %d)", group, e->steps + 1);
-    else snprintf(out, n, "(training step %d)", e->steps + 1);
+    fsdp_engine_describe_wait(c, buf, out, n);
 }
 
 static fsdp_status backend_known(const char *want)

@@ -1,6 +1,5 @@
-/* Criterion unit tests (single process): cfg keys, the group plan, flat
- * layout and padding, the step plan, the sharded optimizer against Darknet's own update, and
- * the ABI stamp's comparison. */
+/* Criterion unit tests (single process): cfg keys, the group plan, the step
+ * plan, the sharded optimizer against Darknet's own update, and the ABI stamp's comparison. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -293,86 +292,6 @@ Test(stepplan, a_frozen_trunk_a_head_that_stays_and_prefetch)
     fsdp_cfg_free(&c);
 }
 
-/* ---- flat layout and padding -------------------------------------------- */
-
-static fsdp_status no_bcast(fsdp_ctl *b, void *buf, size_t n, int root) { return FSDP_OK; }
-
-Test(flat, shards_are_equal_padded_and_runs_cover_the_shard)
-{
-    /* Two tensors, 10 and 7 floats (17), three ranks: shards of 6, one pad float. */
-    fsdp_ctl be = { .iface.broadcast = no_bcast, .name = "fake", .rank = 2, .world = 3 };
-    fsdp_coll dbe = { .name = "fake", .rank = 2, .world = 3 };
-    fsdp_mem_ctx mem = { .align = 1 };
-    fsdp_flat_ctx c = { &mem, &be, &dbe };
-    fsdp_flat_kind kind = { .sharded = 1, .state = 1 };
-    layer l = {0};
-    l.weights = calloc(10, sizeof(float));
-    l.biases = calloc(7, sizeof(float));
-    for (int i = 0; i < 10; ++i) l.weights[i] = (float)i;
-    for (int i = 0; i < 7; ++i) l.biases[i] = 100.f + i;
-    fsdp_tensor t[2] = { { .owner = &l, .data = &l.weights, .grad = &l.weight_updates, .count = 10, .is_weight = 1 },
-                         { .owner = &l, .data = &l.biases, .grad = &l.bias_updates, .count = 7 } };
-    fsdp_flat f;
-    cr_assert_eq(fsdp_flat_setup(&c, &f, t, 2, kind), FSDP_OK);
-    cr_assert_eq(f.count, 17);
-    cr_assert_eq(f.shard, 6);
-    cr_assert_eq(f.nfull, 18);
-    cr_assert_null(l.weights, "Darknet's array is freed and the layer points nowhere");
-    /* Rank 2 owns floats 12..17: biases 2..6, then one zero pad. */
-    for (int i = 0; i < 5; ++i) cr_assert_float_eq(f.own[i], 102.f + i, 0);
-    cr_assert_float_eq(f.own[5], 0.f, 0);
-    cr_assert_eq(f.nruns, 1);
-    cr_assert_eq(f.runs[0].off, 0);
-    cr_assert_eq(f.runs[0].len, 5, "the pad float is never updated");
-    cr_assert_eq(f.runs[0].is_weight, 0);
-    fsdp_flat_free(&c, &f);
-}
-
-Test(flat, aligned_tensors_and_shards)
-{
-    /* Device layout (mem.align) on the host: tensors of 10 and 7 floats at
-     * multiples of 8 floats: 0..9, gap 10..15, 16..22; two ranks, shards of
-     * 12 rounded up to 16. */
-    fsdp_ctl be = { .iface.broadcast = no_bcast, .name = "fake", .rank = 1, .world = 2 };
-    fsdp_coll dbe = { .name = "fake", .rank = 1, .world = 2 };
-    fsdp_mem_ctx mem = { .align = 8 };
-    fsdp_flat_ctx c = { &mem, &be, &dbe };
-    fsdp_flat_kind kind = { .sharded = 1, .state = 1 };
-    layer l = {0};
-    l.weights = calloc(10, sizeof(float));
-    l.biases = calloc(7, sizeof(float));
-    for (int i = 0; i < 10; ++i) l.weights[i] = 1.f + i;
-    for (int i = 0; i < 7; ++i) l.biases[i] = 100.f + i;
-    fsdp_tensor t[2] = { { .owner = &l, .data = &l.weights, .grad = &l.weight_updates, .count = 10, .is_weight = 1 },
-                         { .owner = &l, .data = &l.biases, .grad = &l.bias_updates, .count = 7 } };
-    fsdp_flat f;
-    cr_assert_eq(fsdp_flat_setup(&c, &f, t, 2, kind), FSDP_OK);
-    cr_assert_eq(f.off[1], 16);
-    cr_assert_eq(f.count, 23);
-    cr_assert_eq(f.params, 17);
-    cr_assert_eq(f.shard, 16);
-    cr_assert_eq(f.nfull, 32);
-    /* Rank 1 owns floats 16..31: the biases, then 9 pad floats. */
-    for (int i = 0; i < 7; ++i) cr_assert_float_eq(f.own[i], 100.f + i, 0);
-    for (int i = 7; i < 16; ++i) cr_assert_float_eq(f.own[i], 0.f, 0);
-    cr_assert_eq(f.nruns, 1);
-    cr_assert_eq(f.runs[0].off, 0);
-    cr_assert_eq(f.runs[0].len, 7);
-    fsdp_flat_free(&c, &f);
-    /* Rank 0 owns floats 0..15: the weights, then the gap (zeros, no run). */
-    be.rank = 0;
-    l.weights = calloc(10, sizeof(float));
-    l.biases = calloc(7, sizeof(float));
-    for (int i = 0; i < 10; ++i) l.weights[i] = 1.f + i;
-    cr_assert_eq(fsdp_flat_setup(&c, &f, t, 2, kind), FSDP_OK);
-    for (int i = 0; i < 10; ++i) cr_assert_float_eq(f.own[i], 1.f + i, 0);
-    for (int i = 10; i < 16; ++i) cr_assert_float_eq(f.own[i], 0.f, 0);
-    cr_assert_eq(f.nruns, 1, "only the weights: the gap is never updated");
-    cr_assert_eq(f.runs[0].len, 10);
-    cr_assert_eq(f.runs[0].is_weight, 1);
-    fsdp_flat_free(&c, &f);
-}
-
 /* ---- the optimizer against Darknet's own update ------------------------- */
 
 Test(optim, sgd_matches_update_connected_layer)
@@ -490,56 +409,6 @@ Test(optim, summed_terms_step_as_the_reduced_gradient)
     free(m0);
     free(v0);
     free(sum);
-}
-
-/* ---- the host buffer pool ---------------------------------------------- */
-
-Test(mem, pool_reuses_fits_within_twice_and_serves_repeated_steps)
-{
-    fsdp_mem_pool pool = { 0 };
-    fsdp_mem_ctx m = { .device = 0, .pool = &pool };
-    float *a = fsdp_mem_take(&m, 1000, 0);
-    for (int i = 0; i < 1000; ++i) a[i] = 7.f;
-    fsdp_mem_give(&m, a);
-    cr_assert_gt(pool.bytes, 0, "a buffer given back is kept");
-    float *b = fsdp_mem_take(&m, 1000, 1);
-    cr_assert_eq(b, a, "and served again for the same size");
-    for (int i = 0; i < 1000; ++i) cr_assert_float_eq(b[i], 0.f, 0, "zeroed when asked");
-    cr_assert_eq(pool.bytes, 0);
-    fsdp_mem_give(&m, b);
-    size_t held = pool.bytes;
-    float *small = fsdp_mem_take(&m, 10, 0);
-    cr_assert_neq(small, b, "a block more than twice the size does not serve a request");
-    cr_assert_eq(pool.bytes, held, "and stays held");
-    float *big = fsdp_mem_take(&m, 1250, 0);
-    cr_assert_eq(pool.bytes, 0, "a request nothing fits frees the smaller held blocks first");
-    fsdp_mem_give(&m, small);
-    fsdp_mem_give(&m, big);
-    cr_assert_eq(pool.live, 0);
-    cr_assert_eq(pool.footprint, pool.bytes, "everything given back is held, and nothing more was ever out");
-    float *half = fsdp_mem_take(&m, 700, 0);
-    cr_assert_eq(half, big, "a block up to twice the size serves a smaller request");
-    fsdp_mem_give(&m, half);
-    fsdp_mem_pool_drain(&m);
-    /* Steps that take and give the same buffers: from the second on, every
-     * take is served by the pool. */
-    fsdp_mem_pool fresh = { 0 };
-    m.pool = &fresh;
-    float *g1 = fsdp_mem_take(&m, 5000, 0), *p1 = fsdp_mem_take(&m, 3000, 0), *s1 = fsdp_mem_take(&m, 700, 0);
-    fsdp_mem_give(&m, p1);
-    fsdp_mem_give(&m, s1);
-    fsdp_mem_give(&m, g1);
-    cr_assert_geq(fresh.bytes, 8700 * sizeof(float), "all three kept");
-    for (int step = 0; step < 3; ++step) {
-        float *g = fsdp_mem_take(&m, 5000, 1), *p = fsdp_mem_take(&m, 3000, 0), *q = fsdp_mem_take(&m, 700, 0);
-        cr_assert_eq(fresh.bytes, 0, "step %d: every buffer from the pool", step);
-        cr_assert(g == g1 && p == p1 && q == s1, "step %d: the same buffers", step);
-        fsdp_mem_give(&m, p);
-        fsdp_mem_give(&m, q);
-        fsdp_mem_give(&m, g);
-    }
-    fsdp_mem_pool_drain(&m);
-    cr_assert_eq(pool.bytes, 0);
 }
 
 /* ---- the ABI stamp ------------------------------------------------------ */

@@ -35,8 +35,25 @@ fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
 void fsdp_agreed_stop(void);
 int fsdp_stopped_together(void);
 
+/* A state machine's check failed: prints "fsdp: internal check failed at
+ * FILE:LINE: COND (WHAT)" and aborts: the run is wrong from here on, and
+ * an abort ends every rank (mpirun) where a status might be lost. */
+void fsdp_assert_fail(const char *file, int line, const char *cond, const char *what)
+    __attribute__((noreturn));
+
 #ifdef __cplusplus
 }
+#endif
+
+/* FSDP_ASSERT(COND, WHAT): a transition's precondition, from the tables in
+ * the state machines' headers (fsdp_flat.h, fsdp_grad.h, fsdp_engine.h).
+ * Checked in builds with FSDP_CHECKS (the default where the tests are built;
+ * -DFSDP_CHECKS=OFF leaves them out): an operation called in the wrong state
+ * stops there, not as wrong bytes an end-to-end test finds later. */
+#ifdef FSDP_CHECKS
+#define FSDP_ASSERT(cond, what) ((cond) ? (void)0 : fsdp_assert_fail(__FILE__, __LINE__, #cond, what))
+#else
+#define FSDP_ASSERT(cond, what) ((void)0)
 #endif
 
 #define FSDP_TRY(expr) do { fsdp_status _s = (expr); if (_s != FSDP_OK) return _s; } while (0)

@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include "fsdp.h"
 
@@ -36,3 +37,10 @@ static int together;
 
 void fsdp_agreed_stop(void) { together = 1; }
 int fsdp_stopped_together(void) { return together; }
+
+void fsdp_assert_fail(const char *file, int line, const char *cond, const char *what)
+{
+    fprintf(stderr, "fsdp: internal check failed at %s:%d: %s (%s)\n", file, line, cond, what);
+    fflush(stderr);
+    abort();
+}

@@ -1,14 +1,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_flat.h"
-#include "fsdp_sum.h"
 
 static void point(fsdp_flat *f, float *base)
 {
     for (int k = 0; k < f->nt; ++k) *f->data_at[k] = base ? base + f->off[k] : NULL;
 }
 
-static void point_grad(fsdp_flat *f, float *base)
+void fsdp_flat_point_grad(const fsdp_flat *f, float *base)
 {
     for (int k = 0; k < f->nt; ++k) *f->grad_at[k] = base ? base + f->off[k] : NULL;
 }
@@ -147,10 +146,9 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     /* Nothing may still be writing into a buffer about to be freed. */
     if (f->state == FSDP_FLAT_GATHERING) fsdp_coll_wait(c->dbe, f->gather_ticket);
-    fsdp_flat_reduce_wait(c, f);
     if (f->nt) {
         point(f, NULL);
-        point_grad(f, NULL);
+        fsdp_flat_point_grad(f, NULL);
     }
     if (f->in_node) {
         /* Node memory lives as long as the backend. */
@@ -163,9 +161,6 @@ void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
         }
         fsdp_mem_free(c->mem, f->own);
     }
-    fsdp_mem_give(c->mem, f->gown);
-    if (f->grad_in_node && !f->grad_in_reduce_slot) c->node->slot_busy = 0;
-    else if (!f->grad_in_node) fsdp_mem_give(c->mem, f->grad);
     fsdp_mem_give(c->mem, f->save_grad);
     fsdp_mem_give(c->mem, f->pending);
     free(f->t);
@@ -223,9 +218,9 @@ fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c)
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
-    if (!f->nt || f->state != FSDP_FLAT_SHARDED || c->be->world == 1 || !fsdp_coll_starts_all_gather(c->dbe) ||
-        f->in_node)
-        return FSDP_OK;
+    if (!f->nt) return FSDP_OK;
+    FSDP_ASSERT(f->state == FSDP_FLAT_SHARDED, "flat unshard_start: SHARDED");
+    if (c->be->world == 1 || !fsdp_coll_starts_all_gather(c->dbe) || f->in_node) return FSDP_OK;
     f->pending = fsdp_mem_take(c->mem, f->nfull, 0);
     if (!f->pending) return FSDP_ERR_NOMEM;
     f->state = FSDP_FLAT_GATHERING;
@@ -262,147 +257,12 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
 
 void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
-    if (!f->kind.sharded || f->state != FSDP_FLAT_GATHERED) return;  /* replicated parameters stay */
+    if (!f->nt || !f->kind.sharded) return;   /* replicated parameters stay */
+    FSDP_ASSERT(f->state == FSDP_FLAT_GATHERED, "flat reshard: GATHERED");
     point(f, NULL);
     if (f->full != f->own && !f->in_node) fsdp_mem_give(c->mem, f->full);
     f->full = NULL;
     f->state = FSDP_FLAT_SHARDED;
-}
-
-fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy)
-{
-    return f->grad_in_m ? FSDP_GRAD_AT_MOMENTUM
-           : !slot_busy && fsdp_flat_fits_slot(c, f) ? FSDP_GRAD_AT_SLOT : FSDP_GRAD_AT_BUFFER;
-}
-
-fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f)
-{
-    if (!f->nt) return FSDP_OK;
-    if (f->grad_state == FSDP_GRAD_NONE) {
-        fsdp_node *n = c->node;
-        fsdp_grad_place at = fsdp_flat_grad_place(c, f, n->slot_busy);
-        if (at == FSDP_GRAD_AT_MOMENTUM) {
-            /* no buffer */
-        } else if (at == FSDP_GRAD_AT_SLOT) {
-            f->grad = n->grad_slots + (size_t)n->at.rank * n->slot_floats;
-            FSDP_TRY(fsdp_mem_zero(c->mem, f->grad, f->nfull));
-            f->grad_in_node = 1;
-            n->slot_busy = 1;
-        } else {
-            f->grad = fsdp_mem_take(c->mem, f->nfull, 1);
-            if (!f->grad) return FSDP_ERR_NOMEM;
-        }
-        f->grad_state = FSDP_GRAD_ACCUMULATING;
-    }
-    point_grad(f, f->grad_in_m ? f->m : f->grad);
-    return FSDP_OK;
-}
-
-void fsdp_flat_grad_unpoint(fsdp_flat *f)
-{
-    if (f->nt) point_grad(f, NULL);
-}
-
-/* Several machines: a gradient that accumulated in a buffer of its own
- * moves into node memory, to be summed on the machine before anything
- * crosses between machines: into the slot when free, else (another
- * gradient accumulates there) into the reduce slot, which is free: it
- * holds one from a reduce to the group's step, and groups reduce and step
- * one at a time. */
-static fsdp_status move_to_slot(const fsdp_flat_ctx *c, fsdp_flat *f)
-{
-    fsdp_node *n = c->node;
-    if (f->grad_in_node || f->grad_in_m || n->at.machines == 1 || !fsdp_flat_fits_slot(c, f)) return FSDP_OK;
-    float *slot = (n->slot_busy ? n->reduce_slots : n->grad_slots) + (size_t)n->at.rank * n->slot_floats;
-    FSDP_TRY(fsdp_mem_copy(c->mem, slot, f->grad, f->nfull));
-    fsdp_mem_give(c->mem, f->grad);
-    f->grad = slot;
-    f->grad_in_node = 1;
-    f->grad_in_reduce_slot = n->slot_busy;
-    n->reduce_slot_used |= n->slot_busy;
-    n->slot_busy = 1;
-    return FSDP_OK;
-}
-
-/* Several machines: for this rank's part and each peer's, the sum over
- * this machine's slots, in place order; the peers exchange them, so that
- * `gown` holds this rank's part summed on each machine, in machine order. */
-static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_flat *f)
-{
-    const fsdp_node *n = c->node;
-    size_t m = (size_t)n->at.machines, sh = f->shard;
-    float *send = fsdp_mem_take(c->mem, m * sh, 0);
-    f->gown = send ? fsdp_mem_take(c->mem, m * sh, 0) : NULL;
-    if (!f->gown) {
-        fsdp_mem_give(c->mem, send);
-        return FSDP_ERR_NOMEM;
-    }
-    /* Every rank of the machine holds this flat's gradient in the same kind of slot. */
-    const float *slots = f->grad_in_reduce_slot ? n->reduce_slots : n->grad_slots;
-    for (size_t k = 0; k < m && fsdp_mem_computes(c->mem); ++k) {
-        size_t at = (size_t)n->at.peers[k] * sh;
-        for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = slots + (size_t)q * n->slot_floats + at;
-        fsdp_sum_rows(send + k * sh, n->terms, n->at.ranks, 0, sh);
-    }
-    fsdp_status s = fsdp_coll_peer_all_to_all(c->dbe, send, f->gown, sh);
-    fsdp_mem_give(c->mem, send);
-    return s;
-}
-
-fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar)
-{
-    *rs = *ar = 0;
-    if (f->grad_state != FSDP_GRAD_ACCUMULATING) return FSDP_OK;
-    fsdp_flat_grad_unpoint(f);
-    FSDP_TRY(move_to_slot(c, f));
-    if (f->grad_in_node) {
-        /* Every rank's gradient complete in its slot: the optimizer sums
-         * this rank's part as it steps (fsdp_flat_slot_terms). */
-        *rs = f->nfull * sizeof(float);
-        f->grad_state = FSDP_GRAD_IN_SLOTS;
-        FSDP_TRY(fsdp_flat_node_sync(c));
-        return c->node->at.machines > 1 ? sum_machines(c, f) : FSDP_OK;
-    }
-    /* The reduced gradient for own: in a world of one, the buffer itself. */
-    f->gown = f->grad;
-    f->grad = NULL;
-    f->grad_state = FSDP_GRAD_REDUCED;
-    if (c->be->world == 1) {
-        *(f->kind.whole ? ar : rs) = (f->kind.whole ? f->count : f->nfull) * sizeof(float);
-        return FSDP_OK;
-    }
-    if (f->kind.whole) {
-        /* `none`: every rank needs the whole sum. */
-        *ar = f->count * sizeof(float);
-        return fsdp_coll_all_reduce(c->dbe, f->gown, f->count);
-    }
-    *rs = f->nfull * sizeof(float);
-    float *full = f->gown;
-    f->gown = fsdp_mem_take(c->mem, f->shard, 0);
-    if (!f->gown) {
-        fsdp_mem_give(c->mem, full);
-        return FSDP_ERR_NOMEM;
-    }
-    if (fsdp_coll_starts_reduce_scatter(c->dbe)) {
-        /* Overlaps the backward of the groups below; the full gradient
-         * lives until fsdp_flat_reduce_wait. */
-        f->rs_source = full;
-        f->grad_state = FSDP_GRAD_REDUCING;
-        return fsdp_coll_reduce_scatter_start(c->dbe, full, f->gown, f->shard, &f->rs_ticket);
-    }
-    fsdp_status s = fsdp_coll_reduce_scatter(c->dbe, full, f->gown, f->shard);
-    fsdp_mem_give(c->mem, full);
-    return s;
-}
-
-fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f)
-{
-    if (f->grad_state != FSDP_GRAD_REDUCING) return FSDP_OK;
-    fsdp_status s = fsdp_coll_wait(c->dbe, f->rs_ticket);
-    fsdp_mem_give(c->mem, f->rs_source);
-    f->rs_source = NULL;
-    f->grad_state = FSDP_GRAD_REDUCED;
-    return s;
 }
 
 fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
@@ -416,43 +276,22 @@ fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
     return FSDP_OK;
 }
 
-const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, int *nterms)
+fsdp_flat_part fsdp_flat_own_part(const fsdp_flat_ctx *c, const fsdp_flat *f)
 {
-    const fsdp_node *n = c->node;
-    if (n->at.machines > 1) {
-        *nterms = n->at.machines;
-        for (int k = 0; k < n->at.machines; ++k) n->terms[k] = f->gown + (size_t)k * f->shard + off;
-        return n->terms;
-    }
-    size_t at = (size_t)c->be->rank * f->shard + off;
-    *nterms = n->at.ranks;
-    for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
-    return n->terms;
-}
-
-fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f)
-{
-    if (f->grad_state == FSDP_GRAD_IN_SLOTS) {
-        /* The slot is free again once every rank has summed its part. */
-        fsdp_mem_give(c->mem, f->gown);   /* the machines' sums, where there were several */
-        f->gown = NULL;
-        f->grad = NULL;
-        /* From the reduce slot: the gradient accumulating in the slot keeps it. */
-        if (!f->grad_in_reduce_slot) c->node->slot_busy = 0;
-        f->grad_in_node = f->grad_in_reduce_slot = 0;
-        f->grad_state = FSDP_GRAD_NONE;
-        return fsdp_flat_node_sync(c);
-    }
-    if (f->grad_state != FSDP_GRAD_REDUCED) return FSDP_OK;
-    fsdp_mem_give(c->mem, f->gown);
-    f->gown = NULL;
-    f->grad_state = FSDP_GRAD_NONE;
-    return FSDP_OK;
+    fsdp_flat_part p = { 0 };
+    if (!f->own) return p;
+    p.n = f->own_count;
+    p.lo = f->own_in_full ? (size_t)(f->own - f->full) : (size_t)c->be->rank * f->shard;
+    float *bufs[3] = { f->own, f->m, f->v };
+    for (int k = 0; k < 3; ++k)
+        if (bufs[k]) p.buf[p.nbuf++] = bufs[k];
+    return p;
 }
 
 fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes)
 {
     *bytes = 0;
+    FSDP_ASSERT(f->state != FSDP_FLAT_GATHERING, "flat save_begin: not GATHERING");
     if (f->nt && f->state != FSDP_FLAT_GATHERED) {
         FSDP_TRY(fsdp_flat_unshard(c, f, bytes));
         f->gathered_for_save = 1;
@@ -462,7 +301,7 @@ fsdp_status fsdp_flat_save_begin(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t 
     if (c->mem->device && f->nt && !f->save_grad) {
         f->save_grad = fsdp_mem_take(c->mem, f->nfull, 1);
         if (!f->save_grad) return FSDP_ERR_NOMEM;
-        point_grad(f, f->save_grad);
+        fsdp_flat_point_grad(f, f->save_grad);
         for (int k = 0; k < f->nt; ++k) {
             *f->t[k].grad = calloc(f->t[k].count, sizeof(float));
             *f->t[k].data = calloc(f->t[k].count, sizeof(float));
@@ -477,7 +316,7 @@ void fsdp_flat_save_end(const fsdp_flat_ctx *c, fsdp_flat *f)
     if (f->gathered_for_save) fsdp_flat_reshard(c, f);
     f->gathered_for_save = 0;
     if (f->save_grad) {
-        point_grad(f, NULL);
+        fsdp_flat_point_grad(f, NULL);
         for (int k = 0; k < f->nt; ++k) {
             free(*f->t[k].grad);
             free(*f->t[k].data);
@@ -492,9 +331,8 @@ fsdp_status fsdp_flat_count_copy(const fsdp_flat_ctx *c, const fsdp_flat *src, f
 {
     *f = *src;
     f->state = f->kind.sharded ? FSDP_FLAT_SHARDED : FSDP_FLAT_GATHERED;
-    f->grad_state = FSDP_GRAD_NONE;
-    f->own = f->full = f->node = f->pending = f->grad = f->rs_source = f->gown = f->m = f->v = f->save_grad = NULL;
-    f->grad_in_node = f->grad_in_reduce_slot = f->gathered_for_save = 0;
+    f->own = f->full = f->node = f->pending = f->m = f->v = f->save_grad = NULL;
+    f->gathered_for_save = 0;
     f->data_at = f->grad_at = NULL;
     if (!f->nt) return FSDP_OK;
     f->data_at = malloc((size_t)f->nt * sizeof *f->data_at);

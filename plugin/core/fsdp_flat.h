@@ -1,6 +1,7 @@
 /* fsdp_flat.h: one flat parameter buffer of a group (its trainable or its
  * frozen parameters): layout, re-pointing Darknet's arrays, and the phases
- * that move it between states.
+ * that move its parameters between states.  Its gradient, where it has one,
+ * is fsdp_grad.h's.
  *
  * Parameters are in one of three states:
  *   SHARDED    only `own` (this rank's equal, zero-padded part) is held;
@@ -16,41 +17,35 @@
  * one (the ranks' updates and checkpoint loads mark node->stale).  A rank
  * writes its part only after a collective every rank reaches once done
  * reading the group: the group's reduce-scatter, or the update's sync.
- * Its gradient, too, accumulates in node memory when this rank's slot is
- * free (`grad_in_node`; one group at a time under subdivisions=1): its
- * reduce-scatter is then a sync, and each rank's optimizer sums its part
- * straight from every slot (IN_SLOTS): no copy in, no reduced buffer.
  * On several machines (node->at.machines > 1: hybrid sharding) each machine
- * holds the whole buffer: a rank sums, over its machine's slots, its own
- * part and its peers' (the ranks in its place on the other machines),
- * exchanges those sums with its peers (`gown` then holds one term per
- * machine), and after its step sends its updated part to them, which
- * write it into their machines' node memory.  A gradient that accumulated
- * in a buffer of its own moves into the slot to be reduced, or where
- * another gradient accumulates there (a group nested in another, or
- * between two layers of the root), into this rank's reduce slot, which
- * holds one from a group's reduce to its step, which come at once.
- * Gradients (trainable flats) are in one of five:
- *   NONE          no gradient this update.
- *   ACCUMULATING  `grad` is a full-size sum over this update's micro-batches;
- *                 the layers' gradient pointers point into it while the
- *                 group runs backward (grad_point / grad_unpoint).  In a
- *                 world of one under SGD (`grad_in_m`) they point into the
- *                 momentum instead, as Darknet's weight_updates holds both:
- *                 no `grad`, and the optimizer gets no separate gradient.
- *   REDUCING      a reduce-scatter from `rs_source` into `gown` was started
- *                 and not yet waited for; `rs_source` lives until then.
- *   REDUCED       `gown` holds this rank's part of the summed gradient.
- *   IN_SLOTS      (node-shared) every rank's gradient is complete in its
- *                 slot of node memory; the optimizer sums this rank's part
- *                 from the slots as it steps (fsdp_flat_slot_terms), and the
- *                 slot is free once every rank has (grad_spent).  On several
- *                 machines the terms are the machines' sums in `gown`.
+ * holds the whole buffer, and after its step a rank sends its updated part
+ * to its peers (the ranks in its place on the other machines), which write
+ * it into their machines' node memory.
+ *
+ * Transitions (a flat with no tensors stays as set up: every call is a
+ * no-op on it).  FSDP_ASSERT checks each `from`; a call in any other state
+ * is a bug in the step plan.
+ *
+ *   call              from                 to
+ *   setup             -                    SHARDED (sharded) or GATHERED
+ *   move_to_node      SHARDED              SHARDED, in node memory
+ *   unshard_start     SHARDED              GATHERING (a backend that starts
+ *                                          collectives, world > 1, not in
+ *                                          node memory), else SHARDED
+ *   unshard           SHARDED, GATHERING   GATHERED
+ *                     GATHERED             GATHERED: kept, nothing moves (the
+ *                                          plan relies on it: the root and a
+ *                                          group kept from forward to backward
+ *                                          are unsharded again in backward;
+ *                                          replicated flats are always)
+ *   reshard           GATHERED             SHARDED (replicated: GATHERED, kept)
+ *   save_begin        any but GATHERING    GATHERED (from SHARDED: for the save)
+ *   save_end          GATHERED             as before save_begin
+ *   free              any                  - (a started gather is waited for)
+ *
  * Invariants: a world of one gathers nothing (`full` is `own`); `pending`
- * and `rs_source` are only written by the backend while GATHERING and
- * REDUCING, so nothing frees them before the wait; the optimizer sees
- * NONE or REDUCED only; freeing a flat first waits for whatever is in
- * flight. */
+ * is only written by the backend while GATHERING, so nothing frees it
+ * before the wait. */
 #ifndef FSDP_FLAT_H
 #define FSDP_FLAT_H
 
@@ -60,7 +55,8 @@
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
 
-/* Node memory the ranks of one machine share (shard_node_shared=1). */
+/* Node memory the ranks of one machine share (shard_node_shared=1): the
+ * flats' parameters, and the gradient slots fsdp_grad.h uses. */
 typedef struct fsdp_node {
     int on;
     fsdp_node_layout at;  /* the machines' shape: ranks per machine, this rank's place, its peers */
@@ -95,9 +91,6 @@ typedef struct fsdp_flat_kind {
 } fsdp_flat_kind;
 
 typedef enum { FSDP_FLAT_SHARDED = 0, FSDP_FLAT_GATHERING, FSDP_FLAT_GATHERED } fsdp_flat_state;
-typedef enum {
-    FSDP_GRAD_NONE = 0, FSDP_GRAD_ACCUMULATING, FSDP_GRAD_REDUCING, FSDP_GRAD_REDUCED, FSDP_GRAD_IN_SLOTS
-} fsdp_grad_state;
 
 /* A stretch of the rank's own part of a flat buffer that one optimizer call
  * covers: one tensor's intersection with the shard. */
@@ -111,7 +104,6 @@ typedef struct fsdp_run {
 typedef struct fsdp_flat {
     fsdp_flat_kind kind;
     fsdp_flat_state state;
-    fsdp_grad_state grad_state;
     fsdp_tensor *t;      /* tensors in layout order */
     float ***data_at;    /* per tensor: the layer's array the run computes with (host or device) */
     float ***grad_at;    /* per tensor: its gradient array */
@@ -129,14 +121,8 @@ typedef struct fsdp_flat {
     float *node;
     float *pending;      /* the all-gather's destination (GATHERING), ticket gather_ticket */
     int gather_ticket;
-    float *grad;         /* full-size gradient (ACCUMULATING) */
-    int grad_in_node;    /* grad is this rank's slot of node memory */
-    int grad_in_reduce_slot;   /* ... its reduce slot (several machines) */
-    float *rs_source;    /* what a reduce-scatter in flight reads (REDUCING), ticket rs_ticket */
-    int rs_ticket;
-    float *gown;         /* reduced gradient for own (REDUCING: being written; REDUCED) */
     float *m, *v;        /* optimizer state for own (trainable only) */
-    int grad_in_m;       /* gradients accumulate into m (world of one, SGD) */
+    int grad_in_m;       /* gradients accumulate into m (world of one, SGD: fsdp_grad.h) */
     int gathered_for_save;
     float *save_grad;    /* GPU runs: scratch gradients Darknet's pull reads while saving */
     fsdp_run *runs;
@@ -172,6 +158,10 @@ fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, ui
 /* Waits for the parts on their way to the peers, if any; the node stays
  * stale until the next node_sync. */
 fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c);
+/* node_sync: every rank's writes to node memory before it are visible to
+ * every rank after it, so the node is no longer stale (unless parts are
+ * still on their way from the peers). */
+fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c);
 
 /* SHARDED -> GATHERING: starts the all-gather without making Darknet's
  * stream wait (prefetch).  No-op where the backend cannot start
@@ -184,38 +174,20 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
 /* GATHERED -> SHARDED for sharded flats; replicated ones stay. */
 void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f);
 
-/* Where a gradient that starts accumulating goes: the momentum (a world of
- * one under SGD), this rank's node slot (free, and the flat fits it), or a
- * full-size buffer of its own.  grad_point follows it, and so does the
- * memory prediction, with the slot's state of the moment. */
-typedef enum { FSDP_GRAD_AT_MOMENTUM = 0, FSDP_GRAD_AT_SLOT, FSDP_GRAD_AT_BUFFER } fsdp_grad_place;
-fsdp_grad_place fsdp_flat_grad_place(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy);
+/* Points the flat's tensors' gradient arrays into base at their offsets
+ * (NULL: at nothing). */
+void fsdp_flat_point_grad(const fsdp_flat *f, float *base);
 
-/* Pre-backward: -> ACCUMULATING (a zeroed full-size buffer on first use)
- * and the layers' gradient pointers into it. */
-fsdp_status fsdp_flat_grad_point(const fsdp_flat_ctx *c, fsdp_flat *f);
-/* Between micro-batches: the layers stop pointing at the gradient. */
-void fsdp_flat_grad_unpoint(fsdp_flat *f);
-/* Post-backward of the last micro-batch: ACCUMULATING -> REDUCING (the
- * backend started a reduce-scatter), REDUCED (reduce-scatter, or
- * all-reduce under `none`) or IN_SLOTS (after a node_sync); *rs / *ar get
- * the bytes. */
-fsdp_status fsdp_flat_reduce(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *rs, uint64_t *ar);
-/* REDUCING -> REDUCED; no-op in any other state. */
-fsdp_status fsdp_flat_reduce_wait(const fsdp_flat_ctx *c, fsdp_flat *f);
-/* node_sync: every rank's writes to node memory before it are visible to
- * every rank after it, so the node is no longer stale (unless parts are
- * still on their way from the peers). */
-fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c);
-/* IN_SLOTS: the *nterms terms of this rank's gradient at offset `off` of
- * its own part: on one machine one per rank's slot, in rank order (their
- * sum in that order is what a reduce-scatter gives); on several, one per
- * machine, in machine order (fsdp_optim_step_sum).  Valid until the next
- * call. */
-const float *const *fsdp_flat_slot_terms(const fsdp_flat_ctx *c, const fsdp_flat *f, size_t off, int *nterms);
-/* After the update: REDUCED or IN_SLOTS (a node_sync: every rank has read
- * the slots) -> NONE. */
-fsdp_status fsdp_flat_grad_spent(const fsdp_flat_ctx *c, fsdp_flat *f);
+/* This rank's part of the flat, for checkpoints: [lo, lo + n) of the whole
+ * layout (`count` floats), and its buffers there, the parameters then the
+ * optimizer's moments it keeps (nbuf of them).  n = 0 where the rank keeps
+ * no part (replicated frozen parameters). */
+typedef struct fsdp_flat_part {
+    size_t lo, n;
+    float *buf[3];
+    int nbuf;
+} fsdp_flat_part;
+fsdp_flat_part fsdp_flat_own_part(const fsdp_flat_ctx *c, const fsdp_flat *f);
 
 /* Around saving a group's layers: unshard if sharded (*bytes as above) and,
  * on GPU runs, lend Darknet's pull_*_layer host parameter and gradient

@@ -26,6 +26,7 @@ static void release_network(fsdp_engine *e)
     /* Nothing may still arrive in node memory. */
     if (e->node.on) fsdp_flat_node_settle(&e->flat);
     for (int g = 0; g < e->ngroups; ++g) {
+        fsdp_grad_release(&e->flat, &e->groups[g].grad, &e->groups[g].train);
         fsdp_flat_free(&e->flat, &e->groups[g].train);
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
     }
@@ -318,7 +319,7 @@ static fsdp_status finish_reduce(fsdp_engine *e)
 {
     fsdp_group *g = e->rs_inflight;
     e->rs_inflight = NULL;
-    return g ? fsdp_flat_reduce_wait(&e->flat, &g->train) : FSDP_OK;
+    return g ? fsdp_grad_reduce_wait(&e->flat, &g->grad) : FSDP_OK;
 }
 
 /* The group's optimizer step on its reduced gradient (none: decay and
@@ -327,10 +328,13 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
 {
     fsdp_group *g = &e->groups[k];
     fsdp_flat *f = &g->train;
+    FSDP_ASSERT(!g->updated, "a group steps once per update");
     g->updated = 1;
     if (!f->nt) return FSDP_OK;
-    const float *grad = f->grad_state == FSDP_GRAD_REDUCED ? f->gown : NULL;
-    int slots = f->grad_state == FSDP_GRAD_IN_SLOTS;
+    FSDP_ASSERT(g->grad.state == FSDP_GRAD_NONE || g->grad.state == FSDP_GRAD_REDUCED ||
+                g->grad.state == FSDP_GRAD_IN_SLOTS, "optimizer step: a gradient NONE, REDUCED or IN_SLOTS");
+    const float *grad = fsdp_grad_reduced(&g->grad);
+    int slots = g->grad.state == FSDP_GRAD_IN_SLOTS;
     /* Over the count placement (the memory prediction) the step moves no value. */
     for (int r = 0; r < f->nruns && fsdp_mem_computes(&e->mem); ++r) {
         const fsdp_run *run = &f->runs[r];
@@ -344,7 +348,7 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
         /* Node slots: the reduce-scatter's sums straight into the step
          * (the optimizer is elementwise). */
         int nterms;
-        const float *const *terms = fsdp_flat_slot_terms(&e->flat, f, run->off, &nterms);
+        const float *const *terms = fsdp_grad_slot_terms(&e->flat, &g->grad, f, run->off, &nterms);
         fsdp_optim_step_sum(f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL, terms, nterms,
                             run->len, run->is_weight, &o);
     }
@@ -355,7 +359,7 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
     e->tally.group[k].ag_bytes += sent;
     e->tally.ag += sent;
     e->tally.peer += sent;
-    FSDP_TRY(fsdp_flat_grad_spent(&e->flat, f));
+    FSDP_TRY(fsdp_grad_spent(&e->flat, &g->grad));
     if (e->cfg.strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
@@ -405,12 +409,15 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     fsdp_group *g = &e->groups[k];
     uint64_t rs = 0, ar = 0;
     fsdp_status s = settle_reduce(e, a);
-    if (s == FSDP_OK) s = fsdp_flat_reduce(&e->flat, &g->train, &rs, &ar);
+    if (s == FSDP_OK) s = fsdp_grad_reduce(&e->flat, &g->grad, &g->train, &rs, &ar);
     /* Summed on each machine, then exchanged with the peers alone. */
-    if (g->train.grad_state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1) e->tally.peer += rs;
-    if (g->train.grad_state == FSDP_GRAD_REDUCING) e->rs_inflight = g;
-    else if (s == FSDP_OK && (g->train.grad_state == FSDP_GRAD_REDUCED || g->train.grad_state == FSDP_GRAD_IN_SLOTS))
+    if (g->grad.state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1) e->tally.peer += rs;
+    if (g->grad.state == FSDP_GRAD_REDUCING) {
+        FSDP_ASSERT(!e->rs_inflight, "one reduce-scatter in flight at a time");
+        e->rs_inflight = g;
+    } else if (s == FSDP_OK && (g->grad.state == FSDP_GRAD_REDUCED || g->grad.state == FSDP_GRAD_IN_SLOTS)) {
         s = update_group(e, k, a);
+    }
     e->tally.group[k].rs_bytes += rs;
     e->tally.group[k].ar_bytes += ar;
     e->tally.rs += rs;
@@ -427,10 +434,19 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
     if (e->counts && op->kind >= FSDP_OP_ACTS_IN) return FSDP_OK;
     switch (op->kind) {
     case FSDP_OP_UNSHARD: return unshard(e, op);
-    case FSDP_OP_PREFETCH: return fsdp_flat_unshard_start(&e->flat, flat_of(e, op));
-    case FSDP_OP_RESHARD: fsdp_flat_reshard(&e->flat, flat_of(e, op)); return FSDP_OK;
-    case FSDP_OP_GRAD_POINT: return fsdp_flat_grad_point(&e->flat, flat_of(e, op));
-    case FSDP_OP_GRAD_UNPOINT: fsdp_flat_grad_unpoint(flat_of(e, op)); return FSDP_OK;
+    case FSDP_OP_PREFETCH:
+        /* A group still gathered (kept from its forward for its backward, or
+         * every group under reshard_after_forward=0) needs none. */
+        if (flat_of(e, op)->state != FSDP_FLAT_SHARDED) return FSDP_OK;
+        return fsdp_flat_unshard_start(&e->flat, flat_of(e, op));
+    case FSDP_OP_RESHARD:
+        /* The update gives back whatever is still gathered (the root, a
+         * group kept for a backward that never came); others went back
+         * after their forward or backward. */
+        if (flat_of(e, op)->state == FSDP_FLAT_GATHERED) fsdp_flat_reshard(&e->flat, flat_of(e, op));
+        return FSDP_OK;
+    case FSDP_OP_GRAD_POINT: return fsdp_grad_point(&e->flat, &e->groups[op->group].grad, flat_of(e, op));
+    case FSDP_OP_GRAD_UNPOINT: fsdp_grad_unpoint(&e->groups[op->group].grad, flat_of(e, op)); return FSDP_OK;
     case FSDP_OP_REDUCE: return reduce(e, op->group, a);
     case FSDP_OP_SETTLE: return settle_reduce(e, a);
     case FSDP_OP_STEP: {
@@ -596,4 +612,20 @@ fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)
         fsdp_flat_save_end(&e->flat, &e->groups[k].frozen);
     }
     return FSDP_OK;
+}
+
+void fsdp_engine_describe_wait(const fsdp_engine *e, const void *buf, char *out, size_t n)
+{
+    const char *group = NULL;
+    for (int k = 0; buf && k < e->ngroups && !group; ++k) {
+        const fsdp_group *g = &e->groups[k];
+        const fsdp_flat *fl[2] = { &g->train, &g->frozen };
+        for (int j = 0; j < 2; ++j)
+            if (buf == fl[j]->full || buf == fl[j]->pending) group = g->info->name;
+        if (buf == g->grad.buf || buf == g->grad.rs_source) group = g->info->name;
+    }
+    if (!e->net) snprintf(out, n, "(at start-up)");
+    else if (group && !strcmp(group, FSDP_ROOT_NAME)) snprintf(out, n, "(root group, training step %d)", e->steps + 1);
+    else if (group) snprintf(out, n, "(group %s, training step %d)", group, e->steps + 1);
+    else snprintf(out, n, "(training step %d)", e->steps + 1);
 }

@@ -10,7 +10,31 @@
  * rank holds one group's reduced gradient at a time, not the whole model's;
  * momentum and Adam moments live beside the shard.  `grad_op` keeps
  * parameters replicated and gathers once after the update; `none` all-reduces
- * gradients and updates every replica. */
+ * gradients and updates every replica.
+ *
+ * The engine runs the step plan's operations (fsdp_stepplan.h) on the
+ * groups' flats (fsdp_flat.h) and gradients (fsdp_grad.h), whose own tables
+ * say what each call does.  Its own state across a step:
+ *
+ *   state         set by                         cleared by
+ *   rs_inflight   reduce, where the backend      the next reduce, or the
+ *                 started the reduce-scatter     update's settle (which step
+ *                 (at most one group at a time)  the group)
+ *   g->updated    the group's optimizer step,    the update's step op
+ *                 in backward or at the update   (at most one step per
+ *                                                group per update)
+ *   args_set      the update's first reduce      the update
+ *                 (step_args: what
+ *                 update_network will pass)
+ *
+ * Where the plan names an operation that the flat's state makes
+ * unnecessary, the engine skips it, and these are the only such places:
+ * a prefetch of a flat not SHARDED (still gathered from its forward, or
+ * under reshard_after_forward=0), a reshard of a flat not GATHERED (the
+ * update gives back whatever is still gathered: the root, a group kept for
+ * a backward that never came; frozen parameters backward did not gather),
+ * and an unshard of a GATHERED flat (fsdp_flat.h: the root stays gathered
+ * through the step). */
 #ifndef FSDP_ENGINE_H
 #define FSDP_ENGINE_H
 
@@ -23,6 +47,7 @@
 #include "fsdp_cfg.h"
 #include "fsdp_groups.h"
 #include "fsdp_flat.h"
+#include "fsdp_grad.h"
 #include "fsdp_frozen.h"
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
@@ -38,6 +63,7 @@
 typedef struct fsdp_group {
     fsdp_group_info *info;   /* from the layout */
     fsdp_flat train, frozen;
+    fsdp_grad grad;          /* the trainable flat's gradient (fsdp_grad.h) */
     int updated;             /* this update's optimizer step ran, in backward (reset by the update) */
 } fsdp_group;
 
@@ -87,6 +113,10 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
 fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file);
 /* Gives Darknet a network without plugin-owned pointers (before free_network). */
 fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net);
+
+/* The watchdog's words for a collective in flight on buf: the group whose
+ * buffer it moves, and the step. */
+void fsdp_engine_describe_wait(const fsdp_engine *e, const void *buf, char *out, size_t n);
 
 /* Why shard_node_shared=1 cannot apply to this run, or NULL where it can:
  * `full` on host memory where the backend maps node memory (every rank on

@@ -63,9 +63,8 @@ static fsdp_flat *flat_at(fsdp_engine *e, int i)
 /* This rank's part of flat f in the whole layout. */
 static ckpt_flat part_of(const fsdp_engine *e, const fsdp_flat *f)
 {
-    ckpt_flat c = { f->count, 0, f->own ? f->own_count : 0, 0, 0 };
-    if (c.n) c.lo = f->own_in_full ? (uint64_t)(f->own - f->full) : (uint64_t)e->be->rank * f->shard;
-    if (c.n) c.nbuf = 1 + !!f->m + !!f->v;
+    fsdp_flat_part p = fsdp_flat_own_part(&e->flat, f);
+    ckpt_flat c = { f->count, p.lo, p.n, (uint32_t)p.nbuf, 0 };
     return c;
 }
 
@@ -161,11 +160,10 @@ static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h,
     }
     for (int i = 0; i < 2 * e->ngroups; ++i) {
         fsdp_flat *f = flat_at(e, i);
-        ckpt_flat c = part_of(e, f);
-        float *buf[3] = { f->own, f->m, f->v };
-        for (uint32_t b = 0; b < c.nbuf; ++b) {
-            FSDP_TRY(fsdp_mem_to_host(&e->mem, host, buf[b], c.n));
-            out_put(o, host, c.n * sizeof(float));
+        fsdp_flat_part p = fsdp_flat_own_part(&e->flat, f);
+        for (int b = 0; b < p.nbuf; ++b) {
+            FSDP_TRY(fsdp_mem_to_host(&e->mem, host, p.buf[b], p.n));
+            out_put(o, host, p.n * sizeof(float));
         }
     }
     uint64_t sum = fsdp_hasher_end(&o->sum);
@@ -430,13 +428,13 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
     for (int i = 0; i < 2 * e->ngroups && s == FSDP_OK; ++i) {
         fsdp_flat *f = flat_at(e, i);
         ckpt_flat mine = part_of(e, f);
+        fsdp_flat_part p = fsdp_flat_own_part(&e->flat, f);
         /* Frozen parameters a writer kept no part of (replicated under
          * grad_op and none) are the weights file's, already loaded. */
         if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;
-        float *buf[3] = { f->own, f->m, f->v };
         for (uint32_t b = 0; b < mine.nbuf && s == FSDP_OK; ++b) {
             s = fill(e, net, set, i, b, &mine, host);
-            if (s == FSDP_OK) s = fsdp_mem_from_host(&e->mem, buf[b], host, mine.n);
+            if (s == FSDP_OK) s = fsdp_mem_from_host(&e->mem, p.buf[b], host, mine.n);
         }
     }
     free(host);
