@@ -16,6 +16,7 @@
 #include "fsdp_ckpt.h"
 #include "fsdp_commands.h"
 #include "fsdp_deltas.h"
+#include "fsdp_acts.h"
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
 #include "fsdp_frozen.h"
@@ -35,32 +36,36 @@
 
 #define FSDP_MMAP_THRESHOLD (4 << 20)
 
-static fsdp_engine engine;
-static fsdp_coll *host_coll;       /* host memory's collectives; engine.dbe on host runs */
-static fsdp_status first_error = FSDP_OK;
-static int mpi_started;
-static const char *backend_flag;   /* -fsdp-backend, NULL: the default */
-static fsdp_log train_log;         /* rank 0: -fsdp-log and the progress lines */
-static dn_hooks *hook_table;       /* Darknet's, to drop bn_sync under sync_bn=0 */
-static fsdp_agree agreement;       /* cfg options and weights file, compared across ranks */
-static double timeout_s = FSDP_WATCH_DEFAULT_S;   /* -fsdp-timeout */
-static pthread_t main_thread;      /* the one thread that may call MPI */
-static fsdp_bn bn;                 /* synchronized batch norm: its state and counts */
-static fsdp_hosts hosts;           /* which ranks share a machine */
-static fsdp_mem_fixed fixed_bytes; /* resident before the network was built (the process, libraries, MPI) */
-static fsdp_mem_prediction predicted;   /* host runs, from network_built on; peak 0 otherwise */
-static uint64_t setup_cpu_us;      /* this rank's CPU time when the network was built and sharded */
-static double setup_cpu_s[2];      /* its least and most over the ranks, agreed at the first step */
-static size_t peak_pss;            /* rank 0 with -fsdp-stats: its largest PSS at a step's end */
-
-/* The run's options, as the flags gave them. */
-static struct {
-    int checkpoint;      /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
-    int resume;          /* -fsdp-resume: each rank loads them beside the weights file given */
-    char *weights_file;  /* the weights file Darknet loaded, if any */
-    char *stats_path;    /* -fsdp-stats */
-    int stats_written;   /* once, while the groups still exist */
-} run;
+/* The plugin's state for this process's run, one context: made by
+ * darknet_plugin_init (flags, MPI, host control, the engine), filled as
+ * Darknet's events arrive (the weights file, the prediction, the step's
+ * counts), torn down by h_finish.  Darknet hands the hooks the engine
+ * (dn_hooks.ctx); what the entry point keeps beside it is here. */
+static struct plugin {
+    fsdp_engine *engine;
+    fsdp_coll *host_coll;          /* host memory's collectives; the engine's on host runs */
+    fsdp_status first_error;
+    int mpi_started;
+    const char *backend_flag;      /* -fsdp-backend, NULL: the default */
+    fsdp_log log;                  /* rank 0: -fsdp-log and the progress lines */
+    dn_hooks *hooks;               /* Darknet's, to drop bn_sync under sync_bn=0 */
+    fsdp_agree agreement;          /* cfg options and weights file, compared across ranks */
+    double timeout_s;              /* -fsdp-timeout */
+    pthread_t main_thread;         /* the one thread that may call MPI */
+    fsdp_hosts hosts;              /* which ranks share a machine */
+    fsdp_mem_fixed fixed_bytes;    /* resident before the network was built (the process, libraries, MPI) */
+    fsdp_mem_prediction predicted; /* host runs, from network_built on; peak 0 otherwise */
+    uint64_t setup_cpu_us;         /* this rank's CPU time when the network was built and sharded */
+    double setup_cpu_s[2];         /* its least and most over the ranks, agreed at the first step */
+    size_t peak_pss;               /* rank 0 with -fsdp-stats: its largest PSS at a step's end */
+    struct {
+        int checkpoint;      /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
+        int resume;          /* -fsdp-resume: each rank loads them beside the weights file given */
+        char *weights_file;  /* the weights file Darknet loaded, if any */
+        char *stats_path;    /* -fsdp-stats */
+        int stats_written;   /* once, while the groups still exist */
+    } run;
+} P = { .first_error = FSDP_OK, .timeout_s = FSDP_WATCH_DEFAULT_S };
 
 static void print_startup_notes(const fsdp_engine *e);
 
@@ -95,13 +100,13 @@ static dn_status dn_status_of(fsdp_status s)
 /* Darknet only needs to know whether to stop; the engine has printed why. */
 static int to_dn(fsdp_status s)
 {
-    if (s != FSDP_OK && first_error == FSDP_OK) first_error = s;
+    if (s != FSDP_OK && P.first_error == FSDP_OK) P.first_error = s;
     return dn_status_of(s);
 }
 
 static int h_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
-    fsdp_agree_note_option(&agreement, cfg, line, layer, sec, key, val);
+    fsdp_agree_note_option(&P.agreement, cfg, line, layer, sec, key, val);
     return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
 }
 /* GPU runs move parameters in device memory: NCCL, or MPI through host
@@ -114,7 +119,7 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
 #else
     int gpu = 0;
 #endif
-    const char *want = backend_flag ? backend_flag : gpu ? "nccl" : "mpi";
+    const char *want = P.backend_flag ? P.backend_flag : gpu ? "nccl" : "mpi";
     if (!gpu && strcmp(want, "mpi"))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-backend %s: this run computes on the host (-nogpu or a "
                          "CPU build), where the collectives are MPI's: -fsdp-backend mpi", want);
@@ -123,14 +128,18 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
                          "mpi-staged moves its buffers through host memory with MPI (ranks may share a GPU), "
                          "nccl (the default) between GPUs");
 #ifdef GPU
-    if (!gpu || e->be->world == 1 || e->dbe != host_coll) return FSDP_OK;
+    if (!gpu || fsdp_engine_ctl(e)->world == 1 || fsdp_engine_coll(e) != P.host_coll) return FSDP_OK;
+    fsdp_coll *dev = NULL;
     if (!strcmp(want, "mpi-staged")) {
         /* Its host collectives on an MPI communicator of their own. */
         fsdp_coll *host = NULL;
         FSDP_TRY(fsdp_backend_mpi_create(NULL, &host));
-        return fsdp_backend_staged_create(host, &e->dbe);
+        FSDP_TRY(fsdp_backend_staged_create(host, &dev));
+    } else {
+        FSDP_TRY(fsdp_backend_nccl_create(fsdp_engine_ctl(e), net->gpu_index, &dev));
     }
-    return fsdp_backend_nccl_create(e->be, net->gpu_index, &e->dbe);
+    fsdp_engine_set_coll(e, dev);
+    return FSDP_OK;
 #else
     (void)e;
     return FSDP_OK;
@@ -146,40 +155,45 @@ static uint64_t cpu_us(void)
            (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
+/* The watchdog's wrapper around the device collectives (host control and
+ * host memory's are wrapped at start-up). */
+static fsdp_status watch_device(fsdp_engine *e)
+{
+    fsdp_coll *coll = fsdp_engine_coll(e);
+    if (coll == P.host_coll || P.timeout_s <= 0) return FSDP_OK;
+    FSDP_TRY(fsdp_watch_wrap(NULL, &coll));
+    fsdp_engine_set_coll(e, coll);
+    return FSDP_OK;
+}
+
 static int h_built(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
-    int first = !e->net;
+    fsdp_ctl *ctl = fsdp_engine_ctl(e);
+    int first = !fsdp_engine_net(e);
     fsdp_status s = first ? device_backend(e, net) : FSDP_OK;
     /* Without the hook GPU builds keep cuDNN's batch norm (darknet_plugin.h). */
-    if (first && !e->cfg.sync_bn) hook_table->bn_sync = NULL;
-    if (s == FSDP_OK && first && e->dbe != host_coll && timeout_s > 0) s = fsdp_watch_wrap(NULL, &e->dbe);
+    if (first && !fsdp_engine_cfg(e)->sync_bn) P.hooks->bn_sync = NULL;
+    if (s == FSDP_OK && first) s = watch_device(e);
     /* Before anything is sharded, every rank agrees on what it was given
      * (fsdp_agree.h); a one-rank refusal stops them all. */
-    if (s == FSDP_OK && first) s = fsdp_ctl_all_ok(e->be, e->cfg.error, FSDP_ERR_CONFIG, "found an error in its cfg");
-    if (s == FSDP_OK && first) s = fsdp_agree_loaded(e->be, &agreement);
-    if (s == FSDP_OK && first) s = fsdp_agree_network(e->be, &agreement, net);
+    if (s == FSDP_OK && first)
+        s = fsdp_ctl_all_ok(ctl, fsdp_engine_cfg(e)->error, FSDP_ERR_CONFIG, "found an error in its cfg");
+    if (s == FSDP_OK && first) s = fsdp_agree_loaded(ctl, &P.agreement);
+    if (s == FSDP_OK && first) s = fsdp_agree_network(ctl, &P.agreement, net);
     if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
     if (s == FSDP_ERR_MISMATCH) fsdp_agreed_stop();   /* the engine's plan check: every rank saw it */
-    if (s == FSDP_OK && first) s = fsdp_bn_attach(&bn, net, e->be, e->dbe, &e->mem, &e->plan);
-    if (s == FSDP_OK && first && !e->mem.device)
-        fsdp_memplan_predict(e, net, fixed_bytes, run.weights_file != NULL, &predicted);
-    if (s == FSDP_OK && first && e->be->rank == 0) print_startup_notes(e);
-    if (s == FSDP_OK && first && run.resume)
-        s = fsdp_ckpt_read(e, net, run.weights_file, agreement.size, agreement.hash);
-    if (first) setup_cpu_us = cpu_us();
+    if (s == FSDP_OK && first && !fsdp_engine_mem(e)->device)
+        fsdp_memplan_predict(e, net, P.fixed_bytes, P.run.weights_file != NULL, &P.predicted);
+    if (s == FSDP_OK && first && ctl->rank == 0) print_startup_notes(e);
+    if (s == FSDP_OK && first && P.run.resume)
+        s = fsdp_ckpt_read(e, net, P.run.weights_file, P.agreement.size, P.agreement.hash);
+    if (first) P.setup_cpu_us = cpu_us();
     return to_dn(s);
 }
-/* A recomputed group's forward replays its batch norm's global statistics
- * (fsdp_recompute.h); every other forward reduces them. */
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
 {
-    fsdp_engine *e = c;
-    int replayed;
-    fsdp_status s = fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed);
-    if (s == FSDP_OK && !replayed) s = fsdp_bn_sync(&bn, net, layer, what, x, channels, count);
-    if (s == FSDP_OK && !replayed) s = fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
-    return to_dn(s);
+    return to_dn(fsdp_on_bn_sync(c, net, layer, what, x, channels, count));
 }
 static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
@@ -191,7 +205,7 @@ static int h_bwd(void *c, network *net, int i, dn_when w)
 static int h_update(void *c, network *net, dn_when w, update_args *a)
 {
     fsdp_engine *e = c;
-    if (w == DN_AFTER || net != e->net) return DN_OK;
+    if (w == DN_AFTER || net != fsdp_engine_net(e)) return DN_OK;
     int r = to_dn(fsdp_on_update(e, net, a));
     return r < 0 ? r : DN_SKIP;   /* the engine updated every sharded layer */
 }
@@ -199,113 +213,93 @@ static int h_step(void *c, network *net, float *loss) { return to_dn(fsdp_on_tra
 static int h_save_begin(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
-    if (net == e->net) fsdp_ckpt_clean_tmp(f, e->be->rank, e->be->world);
-    return e->be->rank == 0 ? DN_OK : DN_SKIP;
+    const fsdp_ctl *ctl = fsdp_engine_ctl(e);
+    if (net == fsdp_engine_net(e)) fsdp_ckpt_clean_tmp(f, ctl->rank, ctl->world);
+    return ctl->rank == 0 ? DN_OK : DN_SKIP;
 }
 static int h_save_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_save_layer(c, net, i, w)); }
 static int h_save_end(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
-    fsdp_status s = fsdp_bn_check_rolling(&bn, net);
-    if (s == FSDP_OK && net == e->net && run.checkpoint) s = fsdp_ckpt_write(e, net, f);
+    fsdp_status s = fsdp_on_save_check(e, net);
+    if (s == FSDP_OK && net == fsdp_engine_net(e) && P.run.checkpoint) s = fsdp_ckpt_write(e, net, f);
     fsdp_status done = fsdp_on_save_end(e, net, f);
-    if (s == FSDP_OK && done == FSDP_OK && e->be->rank == 0) fsdp_stop_note_saved(f);
+    if (s == FSDP_OK && done == FSDP_OK && fsdp_engine_ctl(e)->rank == 0) fsdp_stop_note_saved(f);
     return to_dn(s != FSDP_OK ? s : done);
 }
 static int h_loaded(void *c, network *net, const char *f)
 {
     fsdp_engine *e = c;
-    if (e->net && net == e->net)
+    if (fsdp_engine_net(e) && net == fsdp_engine_net(e))
         return to_dn(fsdp_fail(FSDP_ERR_UNSUPPORTED, "%s: loading weights into a network that is "
                                "already sharded is not supported", f));
     fsdp_status s = fsdp_weights_check(net, f);
-    if (s == FSDP_OK) s = fsdp_agree_note_weights(&agreement, f);
+    if (s == FSDP_OK) s = fsdp_agree_note_weights(&P.agreement, f);
     if (s != FSDP_OK) {
         /* Told to every rank at network_built, which all of them reach. */
-        agreement.load_error = s;
+        P.agreement.load_error = s;
         return DN_OK;
     }
-    free(run.weights_file);
-    run.weights_file = strdup(f);
+    free(P.run.weights_file);
+    P.run.weights_file = strdup(f);
     return DN_OK;
 }
 
 static int h_broadcast_int(void *c, int *value)
 {
-    fsdp_engine *e = c;
-    return to_dn(fsdp_ctl_broadcast(e->be, value, sizeof *value, 0));
+    return to_dn(fsdp_ctl_broadcast(fsdp_engine_ctl(c), value, sizeof *value, 0));
 }
-/* resize_network() reallocated every output and delta, the ones the engine
- * had dropped included (realloc of NULL): drop them again.  Weights and the
- * engine's gathered buffers are untouched by a resize. */
-static int h_resized(void *c, network *net)
-{
-    fsdp_engine *e = c;
-    if (e->net != net || !e->plan.need_bwd) return DN_OK;
-    fsdp_deltas_drop_unneeded(&e->plan, net);
-    fsdp_status s = fsdp_acts_resized(&e->acts, &e->mem, net);
-    if (s == FSDP_OK) s = fsdp_delta_pool_resized(&e->deltas, &e->mem, net);
-    return to_dn(s == FSDP_OK ? fsdp_recompute_resized(&e->rc, &e->mem, net) : s);
-}
+static int h_resized(void *c, network *net) { return to_dn(fsdp_on_network_resized(c, net)); }
 /* Rank 0's stats file, once, while the groups still exist. */
 static fsdp_status write_stats(const fsdp_engine *e)
 {
-    if (!run.stats_path || !e->be || e->be->rank != 0 || !e->net || run.stats_written) return FSDP_OK;
-    run.stats_written = 1;
-    fsdp_stats_sources src = { e, &bn, &hosts, &predicted, peak_pss, { setup_cpu_s[0], setup_cpu_s[1] } };
-    return fsdp_write_stats(&src, run.stats_path);
+    if (!P.run.stats_path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || P.run.stats_written) return FSDP_OK;
+    P.run.stats_written = 1;
+    fsdp_stats_sources src = { e, fsdp_engine_bn(e), &P.hosts, &P.predicted, P.peak_pss,
+                               { P.setup_cpu_s[0], P.setup_cpu_s[1] } };
+    return fsdp_write_stats(&src, P.run.stats_path);
 }
 static int h_free(void *c, network *net)
 {
     fsdp_engine *e = c;
-    fsdp_status s = net == e->net ? write_stats(e) : FSDP_OK;
+    fsdp_status s = net == fsdp_engine_net(e) ? write_stats(e) : FSDP_OK;
     fsdp_status f = fsdp_on_network_free(e, net);
     return to_dn(s != FSDP_OK ? s : f);
 }
-static int h_layer_built(void *c, network *net, int i)
-{
-    fsdp_engine *e = c;
-    fsdp_status s = fsdp_acts_layer_built(&e->acts, &e->cfg, net, i);
-    return to_dn(s == FSDP_OK ? fsdp_stage_layer_built(&e->stage, net, i) : s);
-}
-static int h_load_layer(void *c, network *net, int i, dn_when w)
-{
-    fsdp_engine *e = c;
-    return to_dn(w == DN_BEFORE ? fsdp_stage_load_begin(&e->stage, net, i) : fsdp_stage_load_end(&e->stage, net, i));
-}
+static int h_layer_built(void *c, network *net, int i) { return to_dn(fsdp_on_layer_built(c, net, i)); }
+static int h_load_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_load_layer(c, net, i, w)); }
 
 static void h_finish(void *c, int status)
 {
     fsdp_engine *e = c;
     fsdp_status s = status == 0 ? write_stats(e) : FSDP_OK;
-    int runtime = dn_status_of(first_error) == DN_ERR_RUNTIME;
+    int runtime = dn_status_of(P.first_error) == DN_ERR_RUNTIME;
     /* After an error the other ranks did not see (Darknet's own, a failed
      * save, a runtime error) they may wait in a collective forever, and so
      * may this rank's own teardown (a stream synchronize, NCCL's destroy):
      * stop every rank now.  Only errors every rank agreed on leave in order. */
-    if (mpi_started && status != 0 && (runtime || !fsdp_stopped_together())) {
+    if (P.mpi_started && status != 0 && (runtime || !fsdp_stopped_together())) {
         fflush(stdout);
         fflush(stderr);
         fsdp_quiet_failed();
         /* MPI belongs to the main thread; from a loader thread a non-zero
          * exit makes the launcher stop the others. */
         abort_pause();
-        if (!pthread_equal(pthread_self(), main_thread)) _exit(1);
+        if (!pthread_equal(pthread_self(), P.main_thread)) _exit(1);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    fsdp_ctl *be = e->be;
-    fsdp_coll *dbe = e->dbe;
+    fsdp_ctl *ctl = fsdp_engine_ctl(e);
+    fsdp_coll *coll = fsdp_engine_coll(e);
     fsdp_engine_free(e);
-    fsdp_bn_free(&bn);
-    fsdp_hosts_free(&hosts);
-    free(run.weights_file);
-    free(run.stats_path);
-    fsdp_agree_free(&agreement);
+    fsdp_hosts_free(&P.hosts);
+    free(P.run.weights_file);
+    free(P.run.stats_path);
+    fsdp_agree_free(&P.agreement);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
-    if (dbe != host_coll) fsdp_coll_free(dbe);
-    fsdp_coll_free(host_coll);
-    fsdp_ctl_free(be);
-    if (mpi_started) MPI_Finalize();
+    if (coll != P.host_coll) fsdp_coll_free(coll);
+    fsdp_coll_free(P.host_coll);
+    fsdp_ctl_free(ctl);
+    if (P.mpi_started) MPI_Finalize();
     fsdp_watch_leave();
     fsdp_watch_stop();
     if (s != FSDP_OK) exit(1);
@@ -337,52 +331,48 @@ static int pick_device(const fsdp_hosts *h, int rank)
 
 /* ---- what the user sees: start-up output, the log, help ----------------- */
 
-/* Every byte of collectives counted so far (docs/DESIGN.md, "Log file"). */
-static uint64_t bytes_moved(const fsdp_engine *e)
-{
-    return e->tally.ag + e->tally.rs + e->tally.ar + bn.bytes;
-}
-
 /* Rank 0's start-up notes after the engine's own lines: the prediction,
  * the faster mode one key away, the launcher's keepalive. */
 static void print_startup_notes(const fsdp_engine *e)
 {
-    const fsdp_mem_prediction *m = &predicted;
+    const fsdp_mem_prediction *m = &P.predicted;
     char node_note[64] = "", scratch_note[64] = "";
     if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);
     if (m->collective_scratch)
         snprintf(scratch_note, sizeof scratch_note, " + the other ranks' terms %.1f", m->collective_scratch / 1e6);
     if (m->peak)
-        fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
+        fprintf(stderr, "fsdp: P.predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
                 "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f%s\n",
                 m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
                 m->model_state / 1e6, node_note, m->step_buffers / 1e6, scratch_note);
     /* RSS counts node memory in every rank that maps it; the machine holds it once. */
-    fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);
-    if (m->peak && e->node.on)
+    fsdp_node_layout at = fsdp_coll_node_layout(fsdp_engine_coll(e));
+    const fsdp_cfg *cfg = fsdp_engine_cfg(e);
+    if (m->peak && fsdp_engine_node_on(e))
         fprintf(stderr, "fsdp: the parameters live once per machine in shared memory (shard_node_shared=1%s): "
                 "its %d ranks need %.1f MB in all, %.1f MB each (PSS); RSS counts the %.1f MB of it each "
-                "rank maps\n", e->cfg.node_shared_set ? "" : ", the default on one machine", at.ranks,
+                "rank maps\n", cfg->node_shared_set ? "" : ", the default on one machine", at.ranks,
                 m->pss * (double)at.ranks / 1e6, m->pss / 1e6, m->node_shared / 1e6);
     /* Hybrid sharding, where the cfg never chose: fewer bytes between
      * machines, one key away (its sums go machine by machine). */
-    if (!e->cfg.node_shared_set && !fsdp_engine_node_shared_unfit(e) && at.machines > 1)
+    if (!cfg->node_shared_set && !fsdp_engine_node_shared_unfit(e) && at.machines > 1)
         fprintf(stderr, "fsdp: the %d ranks run on %d machines of %d: shard_node_shared=1 would keep the "
                 "parameters once per machine and send between machines only the sums and updates of each "
                 "rank's part (fewer bytes; docs/machines.md); shard_node_shared=0 leaves this note out\n",
-                e->be->world, at.machines, at.ranks);
-    fsdp_hosts_note_keepalive(&hosts, timeout_s);
+                fsdp_engine_ctl(e)->world, at.machines, at.ranks);
+    fsdp_hosts_note_keepalive(&P.hosts, P.timeout_s);
 }
 
 /* Start-up is over once the network is built: every rank prints again. */
 static int h_built_shown(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
+    const fsdp_ctl *ctl = fsdp_engine_ctl(e);
     fsdp_quiet_end();
-    int first = !e->net;
+    int first = !fsdp_engine_net(e);
     int r = h_built(c, net, cfg);
-    if (r == DN_OK && first && run.resume && e->be->rank == 0) fsdp_report_resume(net, run.weights_file, e->be->world);
-    if (r == DN_OK && e->be->rank == 0) r = to_dn(fsdp_log_start(&train_log, bytes_moved(e)));
+    if (r == DN_OK && first && P.run.resume && ctl->rank == 0) fsdp_report_resume(net, P.run.weights_file, ctl->world);
+    if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e)));
     return r;
 }
 
@@ -390,15 +380,15 @@ static int h_built_shown(void *c, network *net, const char *cfg)
  * rank's set-up CPU time once (every rank is here), rank 0's PSS. */
 static fsdp_status note_step(fsdp_engine *e)
 {
-    if (e->steps == 1) {
+    if (fsdp_engine_steps(e) == 1) {
         uint64_t lo, hi;
-        FSDP_TRY(fsdp_ctl_min_max_u64(e->be, setup_cpu_us, &lo, &hi));
-        setup_cpu_s[0] = lo / 1e6;
-        setup_cpu_s[1] = hi / 1e6;
+        FSDP_TRY(fsdp_ctl_min_max_u64(fsdp_engine_ctl(e), P.setup_cpu_us, &lo, &hi));
+        P.setup_cpu_s[0] = lo / 1e6;
+        P.setup_cpu_s[1] = hi / 1e6;
     }
-    if (run.stats_path && e->be->rank == 0) {
+    if (P.run.stats_path && fsdp_engine_ctl(e)->rank == 0) {
         size_t pss = fsdp_memplan_pss();
-        if (pss > peak_pss) peak_pss = pss;
+        if (pss > P.peak_pss) P.peak_pss = pss;
     }
     return FSDP_OK;
 }
@@ -407,10 +397,10 @@ static int h_step_logged(void *c, network *net, float *loss)
 {
     fsdp_engine *e = c;
     int r = h_step(c, net, loss);
-    if (r == DN_OK && net == e->net) r = to_dn(note_step(e));
-    if (r == DN_OK && net == e->net && e->be->rank == 0) {
+    if (r == DN_OK && net == fsdp_engine_net(e)) r = to_dn(note_step(e));
+    if (r == DN_OK && net == fsdp_engine_net(e) && fsdp_engine_ctl(e)->rank == 0) {
         fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
-        r = to_dn(fsdp_log_step(&train_log, net, *loss, bytes_moved(e)));
+        r = to_dn(fsdp_log_step(&P.log, net, *loss, fsdp_engine_bytes_moved(e)));
     }
     return r;
 }
@@ -418,7 +408,7 @@ static int h_step_logged(void *c, network *net, float *loss)
 static void h_finish_shown(void *c, int status)
 {
     if (status == 0) fsdp_quiet_ok();
-    fsdp_log_close(&train_log);
+    fsdp_log_close(&P.log);
     h_finish(c, status);
 }
 
@@ -449,7 +439,7 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *be, const fsdp_flags
     char seed_text[32];
     snprintf(seed_text, sizeof seed_text, "%lu", seed);
     uint64_t timeout_bits;
-    memcpy(&timeout_bits, &timeout_s, sizeof timeout_bits);
+    memcpy(&timeout_bits, &P.timeout_s, sizeof timeout_bits);
     const char *backend = f->backend ? f->backend : "(default)";
     char data[512];
     uint64_t data_hash = 0;
@@ -491,7 +481,7 @@ static fsdp_status backend_known(const char *want)
  * device_backend). */
 static fsdp_status make_backend(fsdp_ctl **be, fsdp_coll **coll)
 {
-    if (!mpi_started) return fsdp_backend_self_create(be, coll);
+    if (!P.mpi_started) return fsdp_backend_self_create(be, coll);
     return fsdp_backend_mpi_create(be, coll);
 }
 
@@ -552,67 +542,67 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         int provided;
         if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
             return dn_status_of(fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed"));
-        mpi_started = 1;
+        P.mpi_started = 1;
         int world_rank = 0;
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
         fsdp_stop_install_crash(world_rank);
     }
-    main_thread = pthread_self();
+    P.main_thread = pthread_self();
     /* Each rank checks its own flags; then all agree over the host backend,
      * before any other collective, so that one rank's refusal stops every
-     * rank.  A refusing rank makes the backend too: the agreement needs it.
+     * rank.  A refusing rank makes the backend too: the P.agreement needs it.
      * A rank that cannot make it stays out and aborts the job below. */
     if (s == FSDP_OK) s = backend_known(backend);
-    if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &timeout_s);
+    if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &P.timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
     fsdp_ctl *be = NULL;
-    fsdp_status made = make_backend(&be, &host_coll);
+    fsdp_status made = make_backend(&be, &P.host_coll);
     if (made == FSDP_OK) s = agree_flags(s, be, &flags, *argc, argv);
     else if (s == FSDP_OK) s = made;
-    if (s == FSDP_OK && be->world > 1 && timeout_s > 0) s = fsdp_watch_wrap(&be, &host_coll);
+    if (s == FSDP_OK && be->world > 1 && P.timeout_s > 0) s = fsdp_watch_wrap(&be, &P.host_coll);
     if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
-    if (s == FSDP_OK) s = fsdp_engine_init(&engine, be, host_coll);
-    if (s == FSDP_OK) s = fsdp_hosts_find(be, &hosts);
-    if (s == FSDP_OK) s = fsdp_memplan_warm_up(host_coll);
-    fixed_bytes = fsdp_memplan_fixed();   /* before Darknet builds anything */
-    /* Only where network_built follows the build (fsdp_stage.h). */
+    if (s == FSDP_OK) s = fsdp_engine_create(be, P.host_coll, &P.engine);
+    if (s == FSDP_OK) s = fsdp_hosts_find(be, &P.hosts);
+    if (s == FSDP_OK) s = fsdp_memplan_warm_up(P.host_coll);
+    P.fixed_bytes = fsdp_memplan_fixed();   /* before Darknet builds anything */
+    /* A staged build only where network_built follows the build
+     * (fsdp_stage.h); the activations' buffers for training commands only:
+     * some others read a layer's output after the forward pass
+     * (fsdp_acts.h). */
+    int trains = fsdp_command_trains_exactly(*argc, argv);
     if (s == FSDP_OK)
-        engine.stage = (fsdp_stage){ .enabled = be->world > 1 && fsdp_command_trains_exactly(*argc, argv),
-                                     .rank = be->rank, .world = be->world, .coll = host_coll };
-    /* Training commands only: some others read a layer's output after the
-     * forward pass (fsdp_acts.h). */
-    if (s == FSDP_OK) engine.acts.enabled = fsdp_command_trains_exactly(*argc, argv) && fsdp_acts_wanted();
-    engine.deltas.enabled = engine.acts.enabled;
-    engine.rc.enabled = fsdp_command_trains_exactly(*argc, argv);
-    run.checkpoint = flags.checkpoint;
-    run.resume = flags.resume;
-    if (s == FSDP_OK && flags.stats) run.stats_path = strdup(flags.stats);
-    if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&train_log, flags.log, be->world);
-    if (s == FSDP_OK && be->rank == 0 && mpi_started) fsdp_stop_install();
-    if (s == FSDP_OK && be->world > 1) s = fsdp_watch_start(timeout_s, be->rank, describe_wait, &engine);
+        fsdp_engine_set_options(P.engine, &(fsdp_engine_options){ .staged = be->world > 1 && trains,
+                                                                  .acts = trains && fsdp_acts_wanted(),
+                                                                  .recompute = trains });
+    P.run.checkpoint = flags.checkpoint;
+    P.run.resume = flags.resume;
+    if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
+    if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&P.log, flags.log, be->world);
+    if (s == FSDP_OK && be->rank == 0 && P.mpi_started) fsdp_stop_install();
+    if (s == FSDP_OK && be->world > 1) s = fsdp_watch_start(P.timeout_s, be->rank, describe_wait, P.engine);
     if (s != FSDP_OK) {
         /* A refusal the ranks agreed on ends MPI in order; any later one
          * (a rank alone) must not leave the others waiting. */
-        if (mpi_started && !fsdp_stopped_together()) {
+        if (P.mpi_started && !fsdp_stopped_together()) {
             abort_pause();
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        /* Every rank is here (the agreement's refusal): freeing the
+        /* Every rank is here (the P.agreement's refusal): freeing the
          * backend's communicator and windows is collective. */
-        fsdp_coll_free(host_coll);
+        fsdp_coll_free(P.host_coll);
         fsdp_ctl_free(be);
-        if (mpi_started) MPI_Finalize();
+        if (P.mpi_started) MPI_Finalize();
         return dn_status_of(s);
     }
-    backend_flag = backend;
-    h->device = pick_device(&hosts, be->rank);
+    P.backend_flag = backend;
+    h->device = pick_device(&P.hosts, be->rank);
     if (be->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
         /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
         if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;
     }
     fsdp_quiet_begin(be->rank);
-    h->ctx = &engine;
+    h->ctx = P.engine;
     h->rank = be->rank;
     h->world = be->world;
     h->cfg_option = h_cfg;
@@ -634,6 +624,6 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->layer_built = h_layer_built;
     h->load_layer = h_load_layer;
     h->bn_sync = be->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
-    hook_table = h;
+    P.hooks = h;
     return DN_OK;
 }

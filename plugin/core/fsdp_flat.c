@@ -88,9 +88,9 @@ static fsdp_status lay_out(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tens
         f->params += t[k].count;
     }
     /* Shards aligned too: each rank's part of a gathered buffer starts aligned. */
-    f->shard = fsdp_mem_aligned(c->mem, fsdp_shard_count(f->count, c->be->world));
+    f->shard = fsdp_mem_aligned(c->mem, fsdp_shard_count(f->count, c->ctl->world));
     const fsdp_flat_kind *k = &f->kind;
-    f->nfull = (k->sharded || k->state) && !k->whole ? f->shard * (size_t)c->be->world : f->count;
+    f->nfull = (k->sharded || k->state) && !k->whole ? f->shard * (size_t)c->ctl->world : f->count;
     /* Replicated frozen parameters have no own part: nobody updates them. */
     f->own_count = !k->sharded && !k->state ? 0 : k->whole ? f->count : f->shard;
     return FSDP_OK;
@@ -99,7 +99,7 @@ static fsdp_status lay_out(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tens
 fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tensor *t, int nt,
                             fsdp_flat_kind kind)
 {
-    int rank = c->be->rank;
+    int rank = c->ctl->rank;
     memset(f, 0, sizeof *f);
     f->kind = kind;
     f->state = kind.sharded ? FSDP_FLAT_SHARDED : FSDP_FLAT_GATHERED;
@@ -109,7 +109,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
     /* Rank 0's values for every rank (ranks may have initialised differently),
      * broadcast in Darknet's own host arrays: no second copy of the model. */
     for (int k = 0; k < nt && !c->values_agreed; ++k) {
-        FSDP_TRY(fsdp_ctl_broadcast(c->be, *t[k].data, t[k].count * sizeof(float), 0));
+        FSDP_TRY(fsdp_ctl_broadcast(c->ctl, *t[k].data, t[k].count * sizeof(float), 0));
         f->bcast_bytes += t[k].count * sizeof(float);
     }
     if (kind.sharded) {
@@ -134,7 +134,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
         FSDP_TRY(make_runs(f, kind.whole ? 0 : (size_t)rank * f->shard));
         /* Alone, SGD's gradient can accumulate straight into the momentum,
          * as in Darknet's weight_updates: the same floats and no buffer. */
-        f->grad_in_m = c->be->world == 1 && !kind.adam;
+        f->grad_in_m = c->ctl->world == 1 && !kind.adam;
     }
     size_t floats = (f->own && !f->own_in_full ? f->own_count : 0) + (f->full ? f->nfull : 0);
     if (kind.state) floats += (size_t)(1 + kind.adam) * f->own_count;
@@ -145,7 +145,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
 void fsdp_flat_free(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     /* Nothing may still be writing into a buffer about to be freed. */
-    if (f->state == FSDP_FLAT_GATHERING) fsdp_coll_wait(c->dbe, f->gather_ticket);
+    if (f->state == FSDP_FLAT_GATHERING) fsdp_coll_wait(c->coll, f->gather_ticket);
     if (f->nt) {
         point(f, NULL);
         fsdp_flat_point_grad(f, NULL);
@@ -177,7 +177,7 @@ fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *
 {
     if (!f->nt || !f->kind.sharded || f->state != FSDP_FLAT_SHARDED)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "only a sharded flat between uses moves to node memory");
-    float *mine = node + (size_t)c->be->rank * f->shard;
+    float *mine = node + (size_t)c->ctl->rank * f->shard;
     memcpy(mine, f->own, f->shard * sizeof(float));
     fsdp_mem_free(c->mem, f->own);
     f->own = mine;
@@ -203,7 +203,7 @@ fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, ui
      * within the backend's tickets: the one before has had the exchanges
      * since to travel with. */
     FSDP_TRY(fsdp_flat_node_settle(c));
-    FSDP_TRY(fsdp_coll_peer_all_gather_start(c->dbe, f->node, f->shard, &n->publish_ticket));
+    FSDP_TRY(fsdp_coll_peer_all_gather_start(c->coll, f->node, f->shard, &n->publish_ticket));
     n->publishing = 1;
     return FSDP_OK;
 }
@@ -213,18 +213,18 @@ fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c)
     fsdp_node *n = c->node;
     if (!n->publishing) return FSDP_OK;
     n->publishing = 0;
-    return fsdp_coll_wait(c->dbe, n->publish_ticket);
+    return fsdp_coll_wait(c->coll, n->publish_ticket);
 }
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
 {
     if (!f->nt) return FSDP_OK;
     FSDP_ASSERT(f->state == FSDP_FLAT_SHARDED, "flat unshard_start: SHARDED");
-    if (c->be->world == 1 || !fsdp_coll_starts_all_gather(c->dbe) || f->in_node) return FSDP_OK;
+    if (c->ctl->world == 1 || !fsdp_coll_starts_all_gather(c->coll) || f->in_node) return FSDP_OK;
     f->pending = fsdp_mem_take(c->mem, f->nfull, 0);
     if (!f->pending) return FSDP_ERR_NOMEM;
     f->state = FSDP_FLAT_GATHERING;
-    return fsdp_coll_all_gather_start(c->dbe, f->own, f->pending, f->shard, &f->gather_ticket);
+    return fsdp_coll_all_gather_start(c->coll, f->own, f->pending, f->shard, &f->gather_ticket);
 }
 
 fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes)
@@ -232,10 +232,10 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     *bytes = 0;
     if (!f->nt || f->state == FSDP_FLAT_GATHERED) return FSDP_OK;
     if (f->state == FSDP_FLAT_GATHERING) {
-        FSDP_TRY(fsdp_coll_wait(c->dbe, f->gather_ticket));
+        FSDP_TRY(fsdp_coll_wait(c->coll, f->gather_ticket));
         f->full = f->pending;
         f->pending = NULL;
-    } else if (c->be->world == 1) {
+    } else if (c->ctl->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
     } else if (f->in_node) {
         FSDP_TRY(fsdp_flat_node_settle(c));
@@ -247,7 +247,7 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     } else {
         f->full = fsdp_mem_take(c->mem, f->nfull, 0);
         if (!f->full) return FSDP_ERR_NOMEM;
-        FSDP_TRY(fsdp_coll_all_gather(c->dbe, f->own, f->full, f->shard));
+        FSDP_TRY(fsdp_coll_all_gather(c->coll, f->own, f->full, f->shard));
     }
     f->state = FSDP_FLAT_GATHERED;
     *bytes = f->nfull * sizeof(float);
@@ -267,7 +267,7 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 
 fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
 {
-    FSDP_TRY(fsdp_coll_node_sync(c->dbe));
+    FSDP_TRY(fsdp_coll_node_sync(c->coll));
     /* Every rank's writes before the sync are everyone's now, whichever
      * sync it was: the update's own sync after the last group leaves the
      * next forward nothing to sync.  Parts still arriving from the peers
@@ -281,7 +281,7 @@ fsdp_flat_part fsdp_flat_own_part(const fsdp_flat_ctx *c, const fsdp_flat *f)
     fsdp_flat_part p = { 0 };
     if (!f->own) return p;
     p.n = f->own_count;
-    p.lo = f->own_in_full ? (size_t)(f->own - f->full) : (size_t)c->be->rank * f->shard;
+    p.lo = f->own_in_full ? (size_t)(f->own - f->full) : (size_t)c->ctl->rank * f->shard;
     float *bufs[3] = { f->own, f->m, f->v };
     for (int k = 0; k < 3; ++k)
         if (bufs[k]) p.buf[p.nbuf++] = bufs[k];
@@ -339,7 +339,7 @@ fsdp_status fsdp_flat_count_copy(const fsdp_flat_ctx *c, const fsdp_flat *src, f
     f->grad_at = malloc((size_t)f->nt * sizeof *f->grad_at);
     if (!f->data_at || !f->grad_at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < f->nt; ++k) f->data_at[k] = f->grad_at[k] = sink;
-    size_t at = f->kind.whole ? 0 : (size_t)c->be->rank * f->shard;
+    size_t at = f->kind.whole ? 0 : (size_t)c->ctl->rank * f->shard;
     if (f->in_node) {
         f->node = fsdp_mem_alloc(c->mem, f->nfull, 0);
         f->own = f->node ? f->node + at : NULL;

@@ -76,8 +76,8 @@ typedef struct fsdp_node {
 /* What a flat needs from the engine: where buffers live and who moves them. */
 typedef struct fsdp_flat_ctx {
     const fsdp_mem_ctx *mem;
-    fsdp_ctl *be;        /* host control (setup's broadcast); rank and world */
-    fsdp_coll *dbe;      /* collectives on the flat's buffers (host or device memory) */
+    fsdp_ctl *ctl;        /* host control (setup's broadcast); rank and world */
+    fsdp_coll *coll;      /* collectives on the flat's buffers (host or device memory) */
     int values_agreed;   /* Darknet's arrays hold the same values on every rank (fsdp_stage.h): no broadcast */
     fsdp_node *node;     /* always set; node->on only under shard_node_shared=1 */
 } fsdp_flat_ctx;

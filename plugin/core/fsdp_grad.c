@@ -86,7 +86,7 @@ static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp
         for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = slots + (size_t)q * n->slot_floats + at;
         fsdp_sum_rows(send + k * sh, n->terms, n->at.ranks, 0, sh);
     }
-    fsdp_status s = fsdp_coll_peer_all_to_all(c->dbe, send, g->part, sh);
+    fsdp_status s = fsdp_coll_peer_all_to_all(c->coll, send, g->part, sh);
     fsdp_mem_give(c->mem, send);
     return s;
 }
@@ -101,13 +101,13 @@ static fsdp_status reduce_scatter(const fsdp_flat_ctx *c, fsdp_grad *g, const fs
         fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
     }
-    if (fsdp_coll_starts_reduce_scatter(c->dbe)) {
+    if (fsdp_coll_starts_reduce_scatter(c->coll)) {
         g->rs_source = full;
         g->state = FSDP_GRAD_REDUCING;
-        return fsdp_coll_reduce_scatter_start(c->dbe, full, g->part, f->shard, &g->rs_ticket);
+        return fsdp_coll_reduce_scatter_start(c->coll, full, g->part, f->shard, &g->rs_ticket);
     }
     g->state = FSDP_GRAD_REDUCED;
-    fsdp_status s = fsdp_coll_reduce_scatter(c->dbe, full, g->part, f->shard);
+    fsdp_status s = fsdp_coll_reduce_scatter(c->coll, full, g->part, f->shard);
     fsdp_mem_give(c->mem, full);
     return s;
 }
@@ -132,7 +132,7 @@ fsdp_status fsdp_grad_reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_fl
     float *full = g->buf;
     g->buf = NULL;
     g->state = FSDP_GRAD_REDUCED;
-    if (c->be->world == 1) {
+    if (c->ctl->world == 1) {
         g->part = full;
         *(f->kind.whole ? ar : rs) = (f->kind.whole ? f->count : f->nfull) * sizeof(float);
         return FSDP_OK;
@@ -141,7 +141,7 @@ fsdp_status fsdp_grad_reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_fl
         /* `none`: every rank needs the whole sum. */
         g->part = full;
         *ar = f->count * sizeof(float);
-        return fsdp_coll_all_reduce(c->dbe, g->part, f->count);
+        return fsdp_coll_all_reduce(c->coll, g->part, f->count);
     }
     *rs = f->nfull * sizeof(float);
     return reduce_scatter(c, g, f, full);
@@ -150,7 +150,7 @@ fsdp_status fsdp_grad_reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_fl
 fsdp_status fsdp_grad_reduce_wait(const fsdp_flat_ctx *c, fsdp_grad *g)
 {
     FSDP_ASSERT(g->state == FSDP_GRAD_REDUCING, "grad reduce_wait: REDUCING");
-    fsdp_status s = fsdp_coll_wait(c->dbe, g->rs_ticket);
+    fsdp_status s = fsdp_coll_wait(c->coll, g->rs_ticket);
     fsdp_mem_give(c->mem, g->rs_source);
     g->rs_source = NULL;
     g->state = FSDP_GRAD_REDUCED;
@@ -167,7 +167,7 @@ const float *const *fsdp_grad_slot_terms(const fsdp_flat_ctx *c, const fsdp_grad
         for (int k = 0; k < n->at.machines; ++k) n->terms[k] = g->part + (size_t)k * f->shard + off;
         return n->terms;
     }
-    size_t at = (size_t)c->be->rank * f->shard + off;
+    size_t at = (size_t)c->ctl->rank * f->shard + off;
     *nterms = n->at.ranks;
     for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
     return n->terms;

@@ -2,8 +2,7 @@
 #include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
-#include "fsdp_engine.h"
-#include "fsdp_engine_run.h"
+#include "fsdp_engine_impl.h"
 #include "fsdp_deltas.h"
 #include "fsdp_hash.h"
 #include "fsdp_optim.h"
@@ -11,15 +10,29 @@
 static fsdp_status finish_reduce(fsdp_engine *e);
 
 
-fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_ctl *be, fsdp_coll *dbe)
+fsdp_status fsdp_engine_create(fsdp_ctl *ctl, fsdp_coll *coll, fsdp_engine **out)
 {
-    memset(e, 0, sizeof *e);
-    e->be = be;
-    e->dbe = dbe;
+    fsdp_engine *e = calloc(1, sizeof *e);
+    *out = e;
+    if (!e) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    e->ctl = ctl;
+    e->coll = coll;
     e->mem.align = 1;
     fsdp_cfg_init(&e->cfg);
     return FSDP_OK;
 }
+
+void fsdp_engine_set_options(fsdp_engine *e, const fsdp_engine_options *o)
+{
+    /* Staged builds gather the slices over host memory's collectives, the
+     * ones the engine was made with. */
+    e->stage = (fsdp_stage){ .enabled = o->staged, .rank = e->ctl->rank, .world = e->ctl->world, .coll = e->coll };
+    e->acts.enabled = e->deltas.enabled = o->acts;
+    e->rc.enabled = o->recompute;
+}
+
+void fsdp_engine_set_coll(fsdp_engine *e, fsdp_coll *coll) { e->coll = coll; }
+void fsdp_engine_set_strategy(fsdp_engine *e, fsdp_strategy strategy) { e->cfg.strategy = strategy; }
 
 static void release_network(fsdp_engine *e)
 {
@@ -59,14 +72,105 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
 
 void fsdp_engine_free(fsdp_engine *e)
 {
+    if (!e) return;
     release_network(e);
     fsdp_cfg_free(&e->cfg);
     fsdp_stage_free(&e->stage);
+    fsdp_bn_free(&e->bn);
+    free(e);
 }
 
 int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, const char *key, const char *val)
 {
     return fsdp_cfg_option(&e->cfg, file, line, layer, key, val);
+}
+
+fsdp_status fsdp_on_layer_built(fsdp_engine *e, network *net, int i)
+{
+    FSDP_TRY(fsdp_acts_layer_built(&e->acts, &e->cfg, net, i));
+    return fsdp_stage_layer_built(&e->stage, net, i);
+}
+
+fsdp_status fsdp_on_load_layer(fsdp_engine *e, network *net, int i, dn_when when)
+{
+    return when == DN_BEFORE ? fsdp_stage_load_begin(&e->stage, net, i) : fsdp_stage_load_end(&e->stage, net, i);
+}
+
+/* resize_network() reallocated every output and delta, the ones the engine
+ * had dropped included (realloc of NULL): drop them again.  Weights and the
+ * engine's gathered buffers are untouched by a resize. */
+fsdp_status fsdp_on_network_resized(fsdp_engine *e, network *net)
+{
+    if (e->net != net || !e->plan.need_bwd) return FSDP_OK;
+    fsdp_deltas_drop_unneeded(&e->plan, net);
+    FSDP_TRY(fsdp_acts_resized(&e->acts, &e->mem, net));
+    FSDP_TRY(fsdp_delta_pool_resized(&e->deltas, &e->mem, net));
+    return fsdp_recompute_resized(&e->rc, &e->mem, net);
+}
+
+/* A recomputed group's forward replays its batch norm's global statistics
+ * (fsdp_recompute.h); every other forward reduces them. */
+fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what what, float *x, int channels,
+                            int count)
+{
+    int replayed;
+    FSDP_TRY(fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed));
+    if (replayed) return FSDP_OK;
+    FSDP_TRY(fsdp_bn_sync(&e->bn, net, layer, what, x, channels, count));
+    return fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
+}
+
+/* ---- what the layers above read ------------------------------------------ */
+
+fsdp_ctl *fsdp_engine_ctl(const fsdp_engine *e) { return e->ctl; }
+fsdp_coll *fsdp_engine_coll(const fsdp_engine *e) { return e->coll; }
+network *fsdp_engine_net(const fsdp_engine *e) { return e->net; }
+const fsdp_cfg *fsdp_engine_cfg(const fsdp_engine *e) { return &e->cfg; }
+const fsdp_mem_ctx *fsdp_engine_mem(const fsdp_engine *e) { return &e->mem; }
+const fsdp_tally *fsdp_engine_tally(const fsdp_engine *e) { return &e->tally; }
+const fsdp_bn *fsdp_engine_bn(const fsdp_engine *e) { return &e->bn; }
+const fsdp_layout_plan *fsdp_engine_layout(const fsdp_engine *e) { return &e->plan; }
+const fsdp_step_plan *fsdp_engine_step_plan(const fsdp_engine *e) { return &e->step_plan; }
+int fsdp_engine_steps(const fsdp_engine *e) { return e->steps; }
+int fsdp_engine_node_on(const fsdp_engine *e) { return e->node.on; }
+uint64_t fsdp_engine_plan_hash(const fsdp_engine *e) { return e->plan_hash; }
+int fsdp_engine_nflats(const fsdp_engine *e) { return 2 * e->ngroups; }
+const fsdp_flat_ctx *fsdp_engine_flat_ctx(const fsdp_engine *e) { return &e->flat; }
+
+void fsdp_engine_group_params(const fsdp_engine *e, int g, size_t *train, size_t *frozen)
+{
+    *train = e->groups[g].train.params;
+    *frozen = e->groups[g].frozen.params;
+}
+
+int fsdp_engine_group_recomputes(const fsdp_engine *e, int g)
+{
+    return e->rc.group_on && e->rc.group_on[g];
+}
+
+uint64_t fsdp_engine_bytes_moved(const fsdp_engine *e)
+{
+    return e->tally.ag + e->tally.rs + e->tally.ar + e->bn.bytes;
+}
+
+fsdp_flat *fsdp_engine_flat(fsdp_engine *e, int i)
+{
+    return i % 2 ? &e->groups[i / 2].frozen : &e->groups[i / 2].train;
+}
+
+fsdp_engine_memory fsdp_engine_memory_of(const fsdp_engine *e)
+{
+    return (fsdp_engine_memory){
+        .pool_footprint = e->pool.footprint,
+        .node_bytes = e->node_bytes,
+        .stage_gather_bytes = e->stage.gather_bytes,
+        .acts_transient = e->acts.transient,
+        .acts_bytes = fsdp_acts_bytes(&e->acts),
+        .deltas_pooled = e->deltas.pooled,
+        .delta_pool_bytes = fsdp_delta_pool_bytes(&e->deltas),
+        .recompute_bytes = fsdp_recompute_bytes(&e->rc),
+        .recompute_groups = e->rc.ngroups_on,
+    };
 }
 
 /* ---- building the sharded network --------------------------------------- */
@@ -99,12 +203,12 @@ static uint64_t plan_hash(const fsdp_engine *e, const network *net)
 static fsdp_status agree(fsdp_engine *e, fsdp_status local, uint64_t hash)
 {
     uint64_t lo, hi;
-    FSDP_TRY(fsdp_ctl_all_ok(e->be, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
-    FSDP_TRY(fsdp_ctl_min_max_u64(e->be, hash, &lo, &hi));
+    FSDP_TRY(fsdp_ctl_all_ok(e->ctl, local, FSDP_ERR_CONFIG, "found an error in its cfg"));
+    FSDP_TRY(fsdp_ctl_min_max_u64(e->ctl, hash, &lo, &hi));
     if (lo != hi)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s: rank %d: the ranks were given different networks "
                          "(layers, frozen flags, groups or shard keys differ); every rank needs the same cfg",
-                         e->cfg.file ? e->cfg.file : "cfg", e->be->rank);
+                         e->cfg.file ? e->cfg.file : "cfg", e->ctl->rank);
     return FSDP_OK;
 }
 
@@ -154,9 +258,9 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
 const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
 {
     return e->cfg.strategy != FSDP_SHARD_FULL ? "it applies to shard=full"
-           : e->be->world == 1 ? "a world of one gathers nothing"
+           : e->ctl->world == 1 ? "a world of one gathers nothing"
            : e->mem.device ? "GPU runs keep parameters in device memory"
-           : !fsdp_coll_maps_node(e->dbe) ? "the ranks share no memory (FSDP_SHM=0, or machines running "
+           : !fsdp_coll_maps_node(e->coll) ? "the ranks share no memory (FSDP_SHM=0, or machines running "
                                             "different numbers of ranks)"
            : NULL;
 }
@@ -168,7 +272,7 @@ const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
 static int node_shared_wanted(const fsdp_engine *e)
 {
     if (e->cfg.node_shared_set) return e->cfg.node_shared;
-    return fsdp_coll_node_layout(e->dbe).machines == 1;
+    return fsdp_coll_node_layout(e->coll).machines == 1;
 }
 
 /* shard_node_shared=1: every sharded flat moves into one region of node
@@ -179,11 +283,11 @@ static fsdp_status share_node(fsdp_engine *e)
 {
     const char *why = fsdp_engine_node_shared_unfit(e);
     if (why) {
-        if (e->cfg.node_shared && e->be->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
+        if (e->cfg.node_shared && e->ctl->rank == 0) fprintf(stderr, "fsdp: shard_node_shared=1 is off: %s\n", why);
         return FSDP_OK;
     }
     if (!node_shared_wanted(e)) return FSDP_OK;
-    fsdp_node_layout at = fsdp_coll_node_layout(e->dbe);
+    fsdp_node_layout at = fsdp_coll_node_layout(e->coll);
     size_t total = 0, slot = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         total += e->groups[g].train.nfull + e->groups[g].frozen.nfull;
@@ -195,15 +299,15 @@ static fsdp_status share_node(fsdp_engine *e)
     if (!terms) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     e->node.terms = terms;   /* owned from here on, freed with the network */
     float *base = NULL, *slots = NULL, *reduce_slots = NULL;
-    fsdp_status s = fsdp_coll_node_alloc(e->dbe, total, &base);
+    fsdp_status s = fsdp_coll_node_alloc(e->coll, total, &base);
     /* Nothing trains (a frozen model under inference): no gradient slots.
      * Reduce slots on several machines: their pages count only where a
      * gradient reduces while another accumulates in the slot. */
     int nslots = at.machines > 1 ? 2 : 1;
-    if (s == FSDP_OK && slot) s = fsdp_coll_node_alloc(e->dbe, slot * (size_t)at.ranks * (size_t)nslots, &slots);
+    if (s == FSDP_OK && slot) s = fsdp_coll_node_alloc(e->coll, slot * (size_t)at.ranks * (size_t)nslots, &slots);
     if (s == FSDP_OK && slot && nslots == 2) reduce_slots = slots + slot * (size_t)at.ranks;
     /* Each machine decides its own node memory: every machine stops when one cannot. */
-    FSDP_TRY(fsdp_ctl_all_ok(e->be, s, FSDP_ERR_NOMEM, "had no room for node memory"));
+    FSDP_TRY(fsdp_ctl_all_ok(e->ctl, s, FSDP_ERR_NOMEM, "had no room for node memory"));
     /* The first gather syncs. */
     e->node = (fsdp_node){ .on = 1, .at = at, .stale = 1, .grad_slots = slots, .reduce_slots = reduce_slots,
                            .slot_floats = slot, .terms = terms };
@@ -228,10 +332,10 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "darknet-fsdp shards one network per process, and this "
                          "command builds a second one (e.g. -gpus with several GPUs); use one per rank");
     fsdp_mem_place(&e->mem, net->gpu_index);
-    if (e->mem.device && e->be->world > 1 && (!e->dbe || e->dbe->mem != FSDP_MEM_DEVICE))
+    if (e->mem.device && e->ctl->world > 1 && (!e->coll || e->coll->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
-                         "(NCCL, or -fsdp-backend mpi)", e->be->world);
-    if (!e->mem.device && e->dbe->mem != FSDP_MEM_HOST)
+                         "(NCCL, or -fsdp-backend mpi)", e->ctl->world);
+    if (!e->mem.device && e->coll->mem != FSDP_MEM_HOST)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
     fsdp_status local = e->cfg.error;
@@ -247,10 +351,10 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->ngroups = e->plan.ngroups;
     fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
-                            e->cfg.prefetch && fsdp_coll_starts_all_gather(e->dbe), e->rc.group_on };
+                            e->cfg.prefetch && fsdp_coll_starts_all_gather(e->coll), e->rc.group_on };
     FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
     /* A staged build gathers every layer from the same slices on every rank. */
-    e->flat = (fsdp_flat_ctx){ &e->mem, e->be, e->dbe, e->stage.enabled, &e->node };
+    e->flat = (fsdp_flat_ctx){ &e->mem, e->ctl, e->coll, e->stage.enabled, &e->node };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     e->tally.group = calloc((size_t)e->ngroups, sizeof *e->tally.group);
     if (!e->groups || !e->tally.group) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
@@ -263,17 +367,18 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(fsdp_delta_pool_setup(&e->deltas, &e->plan, &e->mem, net));
     FSDP_TRY(fsdp_recompute_setup(&e->rc, &e->mem, net, &e->deltas));
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
+    FSDP_TRY(fsdp_bn_attach(&e->bn, net, e->ctl, e->coll, &e->mem, &e->plan));
     malloc_trim(0);
     /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
     if (!e->mem.device) e->mem.pool = &e->pool;
-    if (e->be->rank == 0) {
+    if (e->ctl->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {
             trainable += e->groups[g].train.params;
             frozen += e->groups[g].frozen.params;
         }
         fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
-                "%.1f MB model state per rank\n", e->be->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
+                "%.1f MB model state per rank\n", e->ctl->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
                 trainable, frozen, e->tally.model_state_bytes / 1e6);
         if (e->plan.auto_default) {
             char acts[96] = "";
@@ -364,7 +469,7 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
          * layer of the group computes again in this step. */
-        if (e->be->world > 1) FSDP_TRY(fsdp_coll_all_gather(e->dbe, f->own, f->full, f->shard));  /* in place */
+        if (e->ctl->world > 1) FSDP_TRY(fsdp_coll_all_gather(e->coll, f->own, f->full, f->shard));  /* in place */
         e->tally.group[k].ag_bytes += f->nfull * sizeof(float);
         e->tally.ag += f->nfull * sizeof(float);
     }
@@ -386,7 +491,7 @@ static const update_args *backward_args(fsdp_engine *e, network *net)
 {
     if (!e->args_set) {
         update_args a = { 0 };
-        a.batch = net->batch * net->subdivisions * e->be->world;
+        a.batch = net->batch * net->subdivisions * e->ctl->world;
         a.learning_rate = get_current_rate(net);
         a.momentum = net->momentum;
         a.decay = net->decay;
@@ -470,7 +575,7 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
 
 static int last_micro_batch(const fsdp_engine *e, const network *net)
 {
-    return ((*net->seen) / ((size_t)net->batch * e->be->world)) % net->subdivisions == 0;
+    return ((*net->seen) / ((size_t)net->batch * e->ctl->world)) % net->subdivisions == 0;
 }
 
 fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at at, int training, int last)
@@ -577,10 +682,10 @@ fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
     getrusage(RUSAGE_SELF, &ru);
     if (e->steps == 1) e->tally.faults_first_step = (uint64_t)ru.ru_minflt;
     e->tally.faults_last_step = (uint64_t)ru.ru_minflt;
-    if (e->be->world == 1) return FSDP_OK;
+    if (e->ctl->world == 1) return FSDP_OK;
     double v = *loss;
-    FSDP_TRY(fsdp_ctl_sum_f64(e->be, &v, 1));
-    *loss = (float)(v / e->be->world);
+    FSDP_TRY(fsdp_ctl_sum_f64(e->ctl, &v, 1));
+    *loss = (float)(v / e->ctl->world);
     return FSDP_OK;
 }
 
@@ -602,6 +707,11 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
         }
     }
     return FSDP_OK;
+}
+
+fsdp_status fsdp_on_save_check(fsdp_engine *e, network *net)
+{
+    return fsdp_bn_check_rolling(&e->bn, net);
 }
 
 fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)

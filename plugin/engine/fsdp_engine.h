@@ -41,75 +41,96 @@
 #include <stdint.h>
 #include "darknet_plugin.h"
 #include "fsdp.h"
-#include "fsdp_acts.h"
-#include "fsdp_delta_pool.h"
 #include "fsdp_backend.h"
+#include "fsdp_bn.h"
 #include "fsdp_cfg.h"
-#include "fsdp_groups.h"
 #include "fsdp_flat.h"
-#include "fsdp_grad.h"
-#include "fsdp_frozen.h"
-#include "fsdp_layers.h"
+#include "fsdp_groups.h"
 #include "fsdp_mem.h"
-#include "fsdp_recompute.h"
 #include "fsdp_stepplan.h"
-#include "fsdp_stage.h"
 #include "fsdp_tally.h"
 
-/* A group: the layers naming it directly, with one flat for their
- * trainable and one for their frozen parameters.  The step plan
- * (fsdp_stepplan.h) says what happens to them when; the engine runs its
- * operations over the flats' own states (fsdp_flat.h). */
-typedef struct fsdp_group {
-    fsdp_group_info *info;   /* from the layout */
-    fsdp_flat train, frozen;
-    fsdp_grad grad;          /* the trainable flat's gradient (fsdp_grad.h) */
-    int updated;             /* this update's optimizer step ran, in backward (reset by the update) */
-} fsdp_group;
+/* The engine, opaque outside engine/ (fsdp_engine_impl.h).  Its
+ * lifetime: created at plugin start with host control and host memory's
+ * collectives; given its options and, on GPU runs, its device collectives
+ * before the network is built; sharding from network_built to
+ * network_free; freed at finish. */
+typedef struct fsdp_engine fsdp_engine;
 
-/* The engine keeps the plan, the groups and the step; what it counts is
- * in `tally`.  Run options belong to the entry point, batch norm's state
- * to fsdp_bn.h, the prediction to fsdp_memplan.h. */
-typedef struct fsdp_engine {
-    fsdp_ctl *be;            /* host control: setup, checks, losses */
-    fsdp_coll *dbe;          /* buffer collectives: the host's (MPI, self) on host runs, NCCL / staged on GPU runs */
-    fsdp_mem_ctx mem;        /* where parameter buffers live */
-    fsdp_flat_ctx flat;      /* what the flats see of the engine: mem, be, dbe */
-    fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
-    fsdp_cfg cfg;            /* keys of the cfg being parsed: every setting, once */
-    fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
-    fsdp_acts acts;          /* activations of the layers that need no backward */
-    fsdp_delta_pool deltas;  /* deltas that live only through backward */
-    fsdp_recompute rc;       /* activations of the groups that recompute them (recompute=1) */
-    network *net;            /* the sharded network (one per process) */
-    fsdp_layout_plan plan;
-    fsdp_step_plan step_plan;    /* one step's operations, per layer and hook point */
-    uint64_t plan_hash;      /* what every rank agreed on; checkpoints carry it */
-    fsdp_group *groups;
-    int ngroups;
-    fsdp_layer_fns *orig;    /* per layer: Darknet's own functions, under the frozen wrappers */
-    fsdp_node node;          /* shard_node_shared=1 in effect when node.on (fsdp_flat.h) */
-    size_t node_bytes;       /* node memory every rank maps: parameters and gradient slots */
-    int steps;
-    fsdp_group *rs_inflight; /* the group whose reduce-scatter is not yet waited for */
-    int args_set;            /* step_args holds this update's arguments */
-    update_args step_args;   /* as update_network will pass them, computed in backward */
-    fsdp_tally tally;
-    int counts;              /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
-} fsdp_engine;
-
-fsdp_status fsdp_engine_init(fsdp_engine *e, fsdp_ctl *be, fsdp_coll *dbe);
+fsdp_status fsdp_engine_create(fsdp_ctl *ctl, fsdp_coll *coll, fsdp_engine **out);
+/* NULL is fine. */
 void fsdp_engine_free(fsdp_engine *e);
+
+/* What the run asks of the engine, before the network is built. */
+typedef struct fsdp_engine_options {
+    int staged;      /* this rank builds only its slices of the layers (fsdp_stage.h) */
+    int acts;        /* activations of layers without backward, and the delta pool (fsdp_acts.h) */
+    int recompute;   /* recompute=1 may apply (training commands) */
+} fsdp_engine_options;
+void fsdp_engine_set_options(fsdp_engine *e, const fsdp_engine_options *o);
+/* -fsdp-plan's: predict a strategy the cfg may not name (after parsing it). */
+void fsdp_engine_set_strategy(fsdp_engine *e, fsdp_strategy strategy);
+/* The buffer collectives, replaced before the network is built (a device
+ * backend, the watchdog's wrapper). */
+void fsdp_engine_set_coll(fsdp_engine *e, fsdp_coll *coll);
+
+fsdp_ctl *fsdp_engine_ctl(const fsdp_engine *e);
+fsdp_coll *fsdp_engine_coll(const fsdp_engine *e);
+/* The sharded network (NULL before network_built). */
+network *fsdp_engine_net(const fsdp_engine *e);
+const fsdp_cfg *fsdp_engine_cfg(const fsdp_engine *e);
+const fsdp_mem_ctx *fsdp_engine_mem(const fsdp_engine *e);
+const fsdp_tally *fsdp_engine_tally(const fsdp_engine *e);
+const fsdp_bn *fsdp_engine_bn(const fsdp_engine *e);
+const fsdp_layout_plan *fsdp_engine_layout(const fsdp_engine *e);
+const fsdp_step_plan *fsdp_engine_step_plan(const fsdp_engine *e);
+int fsdp_engine_steps(const fsdp_engine *e);
+int fsdp_engine_node_on(const fsdp_engine *e);
+uint64_t fsdp_engine_plan_hash(const fsdp_engine *e);
+/* Group g's trainable and frozen parameters. */
+void fsdp_engine_group_params(const fsdp_engine *e, int g, size_t *train, size_t *frozen);
+/* Whether group g recomputes its activations (recompute=1). */
+int fsdp_engine_group_recomputes(const fsdp_engine *e, int g);
+/* Every collective byte counted so far (docs/DESIGN.md, "Log file"). */
+uint64_t fsdp_engine_bytes_moved(const fsdp_engine *e);
+
+/* The flats, for checkpoints: 2 per group (trainable, frozen), in group
+ * order; what the flats see of the engine. */
+int fsdp_engine_nflats(const fsdp_engine *e);
+fsdp_flat *fsdp_engine_flat(fsdp_engine *e, int i);
+const fsdp_flat_ctx *fsdp_engine_flat_ctx(const fsdp_engine *e);
+
+/* Memory beside the model state, for the stats file. */
+typedef struct fsdp_engine_memory {
+    size_t pool_footprint;     /* the host pool's most held at once (step buffers) */
+    size_t node_bytes;         /* node memory every rank maps */
+    uint64_t stage_gather_bytes;
+    int acts_transient, deltas_pooled, recompute_groups;   /* layers, layers, groups */
+    size_t acts_bytes, delta_pool_bytes, recompute_bytes;
+} fsdp_engine_memory;
+fsdp_engine_memory fsdp_engine_memory_of(const fsdp_engine *e);
 
 /* Hook bodies (plugin_main.c adapts them to dn_hooks). */
 int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, const char *key, const char *val);
+fsdp_status fsdp_on_layer_built(fsdp_engine *e, network *net, int i);
+fsdp_status fsdp_on_load_layer(fsdp_engine *e, network *net, int i, dn_when when);
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net);
+/* resize_network() reallocated every output and delta: the engine's own
+ * again. */
+fsdp_status fsdp_on_network_resized(fsdp_engine *e, network *net);
 fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when);
 /* *skip = 1 for layers that need no backward (Darknet then skips them). */
 fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, int *skip);
+/* Batch norm's statistics across ranks (sync_bn=1), or a recomputed
+ * group's replayed (fsdp_recompute.h). */
+fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what what, float *x, int channels,
+                            int count);
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a);
 fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss);
 fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when);
+/* At a save's end, before anything of it is kept (the checkpoint): batch
+ * norm's rolling statistics agree across ranks (fsdp_bn.h). */
+fsdp_status fsdp_on_save_check(fsdp_engine *e, network *net);
 fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file);
 /* Gives Darknet a network without plugin-owned pointers (before free_network). */
 fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net);

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "fsdp_engine.h"
-#include "fsdp_engine_run.h"
+#include "fsdp_engine_impl.h"
 #include "fsdp_memplan.h"
 #include "fsdp_pairs.h"
 #include "fsdp_shm.h"
@@ -36,12 +36,12 @@ size_t fsdp_memplan_pss(void)
 void gemm(int TA, int TB, int M, int N, int K, float ALPHA, float *A, int lda, float *B, int ldb,
           float BETA, float *C, int ldc);
 
-fsdp_status fsdp_memplan_warm_up(fsdp_coll *be)
+fsdp_status fsdp_memplan_warm_up(fsdp_coll *coll)
 {
     /* 512: past one of OpenBLAS's packing blocks in each dimension, a few
      * milliseconds of work. */
     enum { N = 512 };
-    int w = be ? be->world : 1;
+    int w = coll ? coll->world : 1;
     /* Two parts per rank fill both halves of the window, and each of the
      * three collectives maps the pages of the others' segments that it
      * reads in every later call (fsdp_shm.c); a round of terms makes the
@@ -55,10 +55,10 @@ fsdp_status fsdp_memplan_warm_up(fsdp_coll *be)
     if (!a) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory at start-up");
     gemm(0, 0, N, N, N, 1, a, N, a + N * N, N, 1, a + 2 * N * N, N);
     fsdp_status s = FSDP_OK;
-    if (be && world > 1) {
-        s = fsdp_coll_all_gather(be, a + floats, a, n);
-        if (s == FSDP_OK) s = fsdp_coll_reduce_scatter(be, a, a + floats, n);
-        if (s == FSDP_OK) s = fsdp_coll_all_reduce(be, a, n);
+    if (coll && world > 1) {
+        s = fsdp_coll_all_gather(coll, a + floats, a, n);
+        if (s == FSDP_OK) s = fsdp_coll_reduce_scatter(coll, a, a + floats, n);
+        if (s == FSDP_OK) s = fsdp_coll_all_reduce(coll, a, n);
     }
     free(a);
     return s;
@@ -143,7 +143,7 @@ static size_t flat_slices(const fsdp_flat *f, int world)
  * again, one at a time. */
 static size_t staged_build(const fsdp_engine *e, const network *net, int loads_weights)
 {
-    int world = e->be->world;
+    int world = e->ctl->world;
     size_t live = 0, peak = 0, slices = 0, most_whole = 0;
     for (int i = 0; i < net->n; ++i) {
         fsdp_tensor t[FSDP_MAX_TENSORS];
@@ -169,7 +169,7 @@ static size_t staged_build(const fsdp_engine *e, const network *net, int loads_w
 static void build_and_setup(const fsdp_engine *e, const network *net, int loads_weights, size_t *build,
                             size_t *setup)
 {
-    int staged = e->stage.enabled, world = e->be->world;
+    int staged = e->stage.enabled, world = e->ctl->world;
     size_t live = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
@@ -198,7 +198,7 @@ static void build_and_setup(const fsdp_engine *e, const network *net, int loads_
 /* A copy of the engine whose flats live in the count placement (fsdp_mem.h),
  * whose collectives are a null backend shaped like the run's and whose
  * tally starts at zero.  The engine's own operations run on it
- * (fsdp_engine_run.h): the prediction and the run share one model of which
+ * (fsdp_engine_impl.h): the prediction and the run share one model of which
  * buffer each operation takes and gives back, and of the bytes it moves. */
 typedef struct counting {
     fsdp_engine e;
@@ -247,9 +247,9 @@ static fsdp_status counting_init(counting *c, const fsdp_engine *real)
     e->args_set = 0;
     e->node.terms = NULL;
     fsdp_mem_count_init(&e->mem, &c->count, &e->pool, real->mem.align);
-    fsdp_status s = fsdp_backend_null_like(real->dbe, &c->coll);
-    e->dbe = c->coll;
-    e->flat = (fsdp_flat_ctx){ &e->mem, real->be, c->coll, 1, &e->node };
+    fsdp_status s = fsdp_backend_null_like(real->coll, &c->coll);
+    e->coll = c->coll;
+    e->flat = (fsdp_flat_ctx){ &e->mem, real->ctl, c->coll, 1, &e->node };
     if (s == FSDP_OK && real->node.on) s = count_node(e, &real->node);
     if (s != FSDP_OK) return s;
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
@@ -333,7 +333,7 @@ static size_t step_buffers(const fsdp_engine *real, const network *net, int *red
     if (s == FSDP_OK) s = count_step(&c.e, net->subdivisions);
     size_t footprint = s == FSDP_OK ? c.e.pool.footprint : 0;
     if (s == FSDP_OK) *reduce_slot = c.e.node.reduce_slot_used;
-    if (s == FSDP_OK) *scratch = collective_scratch(real->dbe, c.coll);
+    if (s == FSDP_OK) *scratch = collective_scratch(real->coll, c.coll);
     counting_free(&c);
     return footprint;
 }

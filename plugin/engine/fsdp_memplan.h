@@ -14,7 +14,7 @@
  *   step    the model state (shards, optimizer state, replicas) plus the
  *           buffers a step holds at once: gathered groups, prefetches,
  *           gradients.  These are counted by running two steps of the
- *           engine's own operations (fsdp_engine_run.h) on a copy of the
+ *           engine's own operations (fsdp_engine_impl.h) on a copy of the
  *           engine whose flats live in the count placement (fsdp_mem.h)
  *           and whose collectives are a null backend shaped like the run's:
  *           the same code that takes and gives back buffers at run time,
@@ -56,12 +56,12 @@ size_t fsdp_memplan_pss(void);
 /* Before measuring the fixed cost: touches what every step will touch
  * whatever the network, so that it counts there: the BLAS's packing
  * buffers (one gemm through Darknet's own entry point) and, with several
- * ranks (be not NULL), the transport's (an all-gather, a reduce-scatter
+ * ranks (coll not NULL), the transport's (an all-gather, a reduce-scatter
  * and an all-reduce that fill the shared-memory window and map what each
  * reads of the others' segments, fsdp_shm.h, or make the point-to-point
  * path's scratch for blocking sums, fsdp_pairs.h).  Its cost does not grow
  * with the ranks. */
-fsdp_status fsdp_memplan_warm_up(fsdp_coll *be);
+fsdp_status fsdp_memplan_warm_up(fsdp_coll *coll);
 
 /* The fixed cost as RSS and as PSS (the libraries' and MPI's shared pages
  * divided among the processes that map them), measured now. */

@@ -57,13 +57,13 @@ static char *shard_path(const char *weights, int rank, int world)
 
 static fsdp_flat *flat_at(fsdp_engine *e, int i)
 {
-    return i % 2 ? &e->groups[i / 2].frozen : &e->groups[i / 2].train;
+    return fsdp_engine_flat(e, i);
 }
 
 /* This rank's part of flat f in the whole layout. */
 static ckpt_flat part_of(const fsdp_engine *e, const fsdp_flat *f)
 {
-    fsdp_flat_part p = fsdp_flat_own_part(&e->flat, f);
+    fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
     ckpt_flat c = { f->count, p.lo, p.n, (uint32_t)p.nbuf, 0 };
     return c;
 }
@@ -72,9 +72,9 @@ static uint64_t layout_hash(fsdp_engine *e)
 {
     fsdp_hasher h;
     fsdp_hasher_init(&h);
-    uint64_t head[2] = { (uint64_t)e->ngroups, (uint64_t)e->mem.align };
+    uint64_t head[2] = { (uint64_t)fsdp_engine_nflats(e) / 2, (uint64_t)fsdp_engine_mem(e)->align };
     fsdp_hasher_add(&h, head, sizeof head);
-    for (int i = 0; i < 2 * e->ngroups; ++i) {
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         const fsdp_flat *f = flat_at(e, i);
         uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.state };
         fsdp_hasher_add(&h, v, sizeof v);
@@ -85,7 +85,7 @@ static uint64_t layout_hash(fsdp_engine *e)
 static size_t largest_own(fsdp_engine *e)
 {
     size_t n = 1;
-    for (int i = 0; i < 2 * e->ngroups; ++i)
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i)
         if (flat_at(e, i)->own_count > n) n = flat_at(e, i)->own_count;
     return n;
 }
@@ -95,17 +95,17 @@ static ckpt_header header_of(fsdp_engine *e, const network *net)
     ckpt_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CKPT_MAGIC, 8);
-    h.world = (uint32_t)e->be->world;
-    h.rank = (uint32_t)e->be->rank;
-    h.plan_hash = e->plan_hash;
+    h.world = (uint32_t)fsdp_engine_ctl(e)->world;
+    h.rank = (uint32_t)fsdp_engine_ctl(e)->rank;
+    h.plan_hash = fsdp_engine_plan_hash(e);
     h.seen = *net->seen;
     h.t = *net->t;
-    h.ngroups = (uint32_t)e->ngroups;
-    h.strategy = (uint32_t)e->cfg.strategy;
+    h.ngroups = (uint32_t)(fsdp_engine_nflats(e) / 2);
+    h.strategy = (uint32_t)fsdp_engine_cfg(e)->strategy;
     h.adam = (uint32_t)net->adam;
-    h.align = (uint32_t)e->mem.align;
+    h.align = (uint32_t)fsdp_engine_mem(e)->align;
     h.layout_hash = layout_hash(e);
-    for (int i = 0; i < 2 * e->ngroups; ++i) {
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         ckpt_flat c = part_of(e, flat_at(e, i));
         h.floats += c.n * c.nbuf;
     }
@@ -125,14 +125,14 @@ static uint64_t new_run_id(void)
 static fsdp_status weights_identity(fsdp_engine *e, const char *weights, uint64_t id[3])
 {
     fsdp_status s = FSDP_OK;
-    if (e->be->rank == 0) {
+    if (fsdp_engine_ctl(e)->rank == 0) {
         if (!run_id) run_id = new_run_id();
         s = fsdp_hash_file(weights, &id[0], &id[1]);
         id[2] = run_id;
     }
     /* Rank 0 failing must not leave the others in the broadcast. */
-    FSDP_TRY(fsdp_ctl_all_ok(e->be, s, FSDP_ERR_IO, "could not read back the weights file it saved"));
-    FSDP_TRY(fsdp_ctl_broadcast(e->be, id, 3 * sizeof(uint64_t), 0));
+    FSDP_TRY(fsdp_ctl_all_ok(fsdp_engine_ctl(e), s, FSDP_ERR_IO, "could not read back the weights file it saved"));
+    FSDP_TRY(fsdp_ctl_broadcast(fsdp_engine_ctl(e), id, 3 * sizeof(uint64_t), 0));
     run_id = id[2];
     return FSDP_OK;
 }
@@ -154,15 +154,15 @@ static void out_put(ckpt_out *o, const void *p, size_t bytes)
 static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h, float *host)
 {
     out_put(o, h, sizeof *h);
-    for (int i = 0; i < 2 * e->ngroups; ++i) {
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         ckpt_flat c = part_of(e, flat_at(e, i));
         out_put(o, &c, sizeof c);
     }
-    for (int i = 0; i < 2 * e->ngroups; ++i) {
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         fsdp_flat *f = flat_at(e, i);
-        fsdp_flat_part p = fsdp_flat_own_part(&e->flat, f);
+        fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         for (int b = 0; b < p.nbuf; ++b) {
-            FSDP_TRY(fsdp_mem_to_host(&e->mem, host, p.buf[b], p.n));
+            FSDP_TRY(fsdp_mem_to_host(fsdp_engine_mem(e), host, p.buf[b], p.n));
             out_put(o, host, p.n * sizeof(float));
         }
     }
@@ -175,7 +175,7 @@ fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights)
 {
     uint64_t id[3] = { 0, 0, 0 };
     FSDP_TRY(weights_identity(e, weights, id));
-    char *path = shard_path(weights, e->be->rank, e->be->world);
+    char *path = shard_path(weights, fsdp_engine_ctl(e)->rank, fsdp_engine_ctl(e)->world);
     char *tmp = path ? malloc(strlen(path) + 5) : NULL;
     float *host = malloc(largest_own(e) * sizeof(float));
     fsdp_status s = FSDP_OK;
@@ -425,16 +425,16 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
     float *host = malloc(largest_own(e) * sizeof(float));
     if (!host) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     fsdp_status s = FSDP_OK;
-    for (int i = 0; i < 2 * e->ngroups && s == FSDP_OK; ++i) {
+    for (int i = 0; i < fsdp_engine_nflats(e) && s == FSDP_OK; ++i) {
         fsdp_flat *f = flat_at(e, i);
         ckpt_flat mine = part_of(e, f);
-        fsdp_flat_part p = fsdp_flat_own_part(&e->flat, f);
+        fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         /* Frozen parameters a writer kept no part of (replicated under
          * grad_op and none) are the weights file's, already loaded. */
         if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;
         for (uint32_t b = 0; b < mine.nbuf && s == FSDP_OK; ++b) {
             s = fill(e, net, set, i, b, &mine, host);
-            if (s == FSDP_OK) s = fsdp_mem_from_host(&e->mem, p.buf[b], host, mine.n);
+            if (s == FSDP_OK) s = fsdp_mem_from_host(fsdp_engine_mem(e), p.buf[b], host, mine.n);
         }
     }
     free(host);
@@ -445,9 +445,9 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
  * holds them (fsdp_flat_own_written). */
 static fsdp_status publish_parts(fsdp_engine *e)
 {
-    for (int i = 0; i < 2 * e->ngroups; ++i) {
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         uint64_t sent;
-        FSDP_TRY(fsdp_flat_own_written(&e->flat, flat_at(e, i), &sent));
+        FSDP_TRY(fsdp_flat_own_written(fsdp_engine_flat_ctx(e), flat_at(e, i), &sent));
     }
     return FSDP_OK;
 }
@@ -460,7 +460,7 @@ static fsdp_status agree_files(fsdp_engine *e, const ckpt_header *h, const char 
     const char *what[4] = { "run", "step", "optimizer step", "world size" };
     for (int i = 0; i < 4; ++i) {
         uint64_t lo, hi;
-        FSDP_TRY(fsdp_ctl_min_max_u64(e->be, v[i], &lo, &hi));
+        FSDP_TRY(fsdp_ctl_min_max_u64(fsdp_engine_ctl(e), v[i], &lo, &hi));
         if (lo != hi) {
             fsdp_agreed_stop();
             return fsdp_fail(FSDP_ERR_MISMATCH, "%s: the ranks' checkpoint files come from different %ss "
@@ -482,12 +482,12 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     if (!weights)
         s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume needs the weights file the checkpoint was saved "
                       "with on the command line");
-    if (s == FSDP_OK) s = find_world(weights, e->be->world, &world);
+    if (s == FSDP_OK) s = find_world(weights, fsdp_engine_ctl(e)->world, &world);
     if (s == FSDP_OK && !(files = calloc((size_t)world, sizeof *files)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     /* On the same world each rank reads its own file; on another, the files
      * its part overlaps. */
-    int mine = world == e->be->world ? e->be->rank : 0;
+    int mine = world == fsdp_engine_ctl(e)->world ? fsdp_engine_ctl(e)->rank : 0;
     ckpt_set set = { files, world, mine, weights, weights_size, weights_hash };
     if (s == FSDP_OK) s = in_open(e, net, &files[mine], weights, mine, world, weights_size, weights_hash);
     if (s == FSDP_OK) h = files[mine].h;
@@ -496,7 +496,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     char *path = strdup(named);
     for (int r = 0; files && r < world; ++r) in_close(&files[r]);
     free(files);
-    s = fsdp_ctl_all_ok(e->be, s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
+    s = fsdp_ctl_all_ok(fsdp_engine_ctl(e), s, FSDP_ERR_MISMATCH, "could not load its checkpoint");
     if (s == FSDP_OK) s = publish_parts(e);
     if (s == FSDP_OK) s = agree_files(e, &h, path ? path : "-fsdp-resume");
     if (s == FSDP_OK) {

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "fsdp_acts.h"
 #include "fsdp_engine.h"
 #include "fsdp_memplan.h"
 #include "fsdp_planner.h"
@@ -42,28 +43,30 @@ typedef struct cfg_seen {
  * what the groups share (fsdp_memplan_held). */
 static void groups_table(const fsdp_engine *e, const network *net, int world, FILE *out)
 {
+    fsdp_engine_memory mem = fsdp_engine_memory_of(e);
     fprintf(out, "\nGroups at %d ranks under shard=full: the activations each group's layers hold through the step, "
             "for %d images per forward, and what the groups share:\n\n"
             "| group | layers | parameters | held through the step (MB) | recomputed |\n|---|---|---|---|---|\n",
             world, net->batch);
-    for (int g = 0; g < e->plan.ngroups; ++g) {
-        const fsdp_group_info *gi = &e->plan.groups[g];
+    const fsdp_layout_plan *lp = fsdp_engine_layout(e);
+    for (int g = 0; g < lp->ngroups; ++g) {
+        const fsdp_group_info *gi = &lp->groups[g];
         size_t params = 0;
-        for (int k = 0; k < gi->nlayers; ++k) params += e->plan.layer_params[gi->layers[k]];
+        for (int k = 0; k < gi->nlayers; ++k) params += lp->layer_params[gi->layers[k]];
         char span[48];
         if (!gi->nlayers) snprintf(span, sizeof span, "none");
         else if (gi->nlayers == 1) snprintf(span, sizeof span, "%d", gi->layers[0]);
         else if (gi->layers[gi->nlayers - 1] - gi->layers[0] + 1 == gi->nlayers)
             snprintf(span, sizeof span, "%d-%d", gi->layers[0], gi->layers[gi->nlayers - 1]);
         else snprintf(span, sizeof span, "%d layers", gi->nlayers);
-        const char *rc = !e->rc.group_on || !e->rc.group_on[g] ? "no"
-                         : e->step_plan.groups[g].acts_stay ? "yes, kept for its backward" : "yes";
+        const char *rc = !fsdp_engine_group_recomputes(e, g) ? "no"
+                         : fsdp_engine_step_plan(e)->groups[g].acts_stay ? "yes, kept for its backward" : "yes";
         fprintf(out, "| %s | %s | %zu | %.1f | %s |\n", gi->name, span, params,
                 fsdp_memplan_held(net, gi->layers, gi->nlayers) / 1e6, rc);
     }
     fprintf(out, "\nShared by the groups: transient outputs %.1f MB, the delta pool %.1f MB, the recomputed groups' "
-            "arena %.1f MB; the largest workspace %.1f MB.\n", fsdp_acts_bytes(&e->acts) / 1e6,
-            fsdp_delta_pool_bytes(&e->deltas) / 1e6, fsdp_recompute_bytes(&e->rc) / 1e6,
+            "arena %.1f MB; the largest workspace %.1f MB.\n", mem.acts_bytes / 1e6,
+            mem.delta_pool_bytes / 1e6, mem.recompute_bytes / 1e6,
             fsdp_memplan_workspace(net) / 1e6);
 }
 
@@ -77,35 +80,33 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     fsdp_ctl *be;
     fsdp_coll *coll;
     FSDP_TRY(fsdp_backend_null_create(world, &be, &coll));
-    fsdp_engine e;
-    fsdp_status st = fsdp_engine_init(&e, be, coll);
+    fsdp_engine *e;
+    fsdp_status st = fsdp_engine_create(be, coll, &e);
     if (st != FSDP_OK) {
         fsdp_coll_free(coll);
         fsdp_ctl_free(be);
         return st;
     }
-    hooks->ctx = &e;
+    /* Predicts a training run, which on several ranks builds staged
+     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
+    fsdp_engine_set_options(e, &(fsdp_engine_options){ .staged = world > 1, .acts = fsdp_acts_wanted(),
+                                                         .recompute = 1 });
+    hooks->ctx = e;
     hooks->cfg_option = plan_cfg;
     int saved = quiet_begin();
     network *net = parse_network_cfg((char *)cfg);
-    e.cfg.strategy = strategy;
-    /* Predicts a training run, which on several ranks builds staged
-     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
-    e.stage.enabled = world > 1;
-    e.acts.enabled = fsdp_acts_wanted();
-    e.deltas.enabled = e.acts.enabled;
-    e.rc.enabled = 1;
-    fsdp_status s = fsdp_on_network_built(&e, net);
+    fsdp_engine_set_strategy(e, strategy);
+    fsdp_status s = fsdp_on_network_built(e, net);
     quiet_end(saved);
     *out = (fsdp_mem_prediction){ 0 };
-    if (s == FSDP_OK) fsdp_memplan_predict(&e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
-    if (s == FSDP_OK && groups) groups_table(&e, net, world, groups);
+    if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
+    if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
     seen->subdivisions = net->subdivisions;
     seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
-    seen->recompute = e.cfg.recompute;
-    fsdp_status f = fsdp_on_network_free(&e, net);
+    seen->recompute = fsdp_engine_cfg(e)->recompute;
+    fsdp_status f = fsdp_on_network_free(e, net);
     free_network(net);
-    fsdp_engine_free(&e);
+    fsdp_engine_free(e);
     hooks->cfg_option = NULL;
     hooks->ctx = NULL;
     fsdp_coll_free(coll);   /* with its node memory */

@@ -17,26 +17,29 @@ static void json_string(FILE *f, const char *s)
 static void write_group(FILE *f, const fsdp_stats_sources *src, int gi, const fsdp_group_tally *plan)
 {
     const fsdp_engine *e = src->e;
-    const fsdp_group *g = &e->groups[gi];
-    const fsdp_step_group *sg = &e->step_plan.groups[gi];
-    const fsdp_group_tally *t = &e->tally.group[gi];
+    const fsdp_layout_plan *lp = fsdp_engine_layout(e);
+    const fsdp_group_info *info = &lp->groups[gi];
+    const fsdp_step_group *sg = &fsdp_engine_step_plan(e)->groups[gi];
+    const fsdp_group_tally *t = &fsdp_engine_tally(e)->group[gi];
+    size_t train, frozen;
+    fsdp_engine_group_params(e, gi, &train, &frozen);
     fputs("{\"name\": ", f);
-    json_string(f, g->info->name);
+    json_string(f, info->name);
     fputs(", \"layers\": [", f);
-    for (int k = 0; k < g->info->nlayers; ++k) fprintf(f, "%s%d", k ? ", " : "", g->info->layers[k]);
+    for (int k = 0; k < info->nlayers; ++k) fprintf(f, "%s%d", k ? ", " : "", info->layers[k]);
     fputs("], \"backward_layers\": [", f);
-    for (int k = 0, n = 0; k < g->info->nlayers; ++k)
-        if (e->plan.need_bwd[g->info->layers[k]]) fprintf(f, "%s%d", n++ ? ", " : "", g->info->layers[k]);
+    for (int k = 0, n = 0; k < info->nlayers; ++k)
+        if (lp->need_bwd[info->layers[k]]) fprintf(f, "%s%d", n++ ? ", " : "", info->layers[k]);
     /* Gathered from its forward to its backward (the root; the group whose
      * backward comes first; every group under reshard_after_forward=0). */
     fprintf(f, "], \"stays_gathered\": %s", sg->stays_gathered ? "true" : "false");
-    size_t params = g->train.params + g->frozen.params;
+    size_t params = train + frozen;
     fprintf(f, ", \"params\": %zu, \"trainable_params\": %zu, \"frozen_params\": %zu, \"frozen\": %s, "
             "\"needs_backward\": %s, \"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
             "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu, \"bn_all_reduce_bytes\": %llu,\n   "
             "\"plan_per_step\": {\"all_gather_bytes\": %llu, \"reduce_scatter_bytes\": %llu, "
             "\"all_reduce_bytes\": %llu, \"backward_gathers\": %llu}}",
-            params, g->train.params, g->frozen.params, params && !g->train.params ? "true" : "false",
+            params, train, frozen, params && !train ? "true" : "false",
             sg->bwd_hi >= 0 ? "true" : "false", (unsigned long long)t->ag_bytes,
             (unsigned long long)t->rs_bytes, (unsigned long long)t->ar_bytes,
             (unsigned long long)t->backward_gathers,
@@ -52,12 +55,13 @@ static void write_group(FILE *f, const fsdp_stats_sources *src, int gi, const fs
 static void write_hosts(FILE *f, const fsdp_stats_sources *src)
 {
     const fsdp_hosts *h = src->hosts;
-    const fsdp_tally *t = &src->e->tally;
+    const fsdp_tally *t = fsdp_engine_tally(src->e);
     int world = h->host_of ? h->world : 1;
     fprintf(f, " \"hosts\": %d, \"host_of_rank\": [", h->host_of ? h->nhosts : 1);
     for (int r = 0; r < world; ++r) fprintf(f, "%s%d", r ? ", " : "", h->host_of ? h->host_of[r] : 0);
     fputs("], \"bytes_to_other_hosts\": [", f);
-    int hier = src->e->dbe && src->e->dbe->hierarchical;
+    const fsdp_coll *coll = fsdp_engine_coll(src->e);
+    int hier = coll && coll->hierarchical;
     uint64_t spread = t->ag + t->rs - t->peer, peers = t->peer;
     if (hier) {
         peers += spread;
@@ -72,11 +76,15 @@ static void write_hosts(FILE *f, const fsdp_stats_sources *src)
 fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
 {
     const fsdp_engine *e = src->e;
-    const fsdp_tally *t = &e->tally;
+    const fsdp_tally *t = fsdp_engine_tally(e);
     const fsdp_mem_prediction *p = src->predicted;
-    fsdp_group_tally *plan = calloc((size_t)e->ngroups + 1, sizeof *plan);
+    const fsdp_ctl *ctl = fsdp_engine_ctl(e);
+    const fsdp_coll *coll = fsdp_engine_coll(e);
+    fsdp_engine_memory mem = fsdp_engine_memory_of(e);
+    int ngroups = fsdp_engine_nflats(e) / 2, steps = fsdp_engine_steps(e);
+    fsdp_group_tally *plan = calloc((size_t)ngroups + 1, sizeof *plan);
     if (!plan) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    fsdp_status ps = fsdp_memplan_step_bytes(e, e->net->subdivisions, plan);
+    fsdp_status ps = fsdp_memplan_step_bytes(e, fsdp_engine_net(e)->subdivisions, plan);
     if (ps != FSDP_OK) {
         free(plan);
         return ps;
@@ -96,8 +104,8 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(f, "{\"world\": %d, \"strategy\": \"%s\", \"backend\": \"%s\", \"steps\": %d,\n \"groups\": [",
-            e->be->world, fsdp_strategy_str(e->cfg.strategy), e->dbe ? e->dbe->name : e->be->name, e->steps);
-    for (int g = 0; g < e->ngroups; ++g) {
+            ctl->world, fsdp_strategy_str(fsdp_engine_cfg(e)->strategy), coll ? coll->name : ctl->name, steps);
+    for (int g = 0; g < ngroups; ++g) {
         fputs(g ? ",\n  " : "\n  ", f);
         write_group(f, src, g, &plan[g]);
     }
@@ -106,7 +114,7 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             "\"broadcast\": %llu, \"setup_all_gather\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"
             " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n",
             (unsigned long long)t->ag, (unsigned long long)t->rs, (unsigned long long)t->ar,
-            (unsigned long long)t->bcast, (unsigned long long)e->stage.gather_bytes, (unsigned long long)t->ckpt,
+            (unsigned long long)t->bcast, (unsigned long long)mem.stage_gather_bytes, (unsigned long long)t->ckpt,
             (unsigned long long)src->bn->bytes, src->bn->rolling_checks, src->bn->rolling_differ);
     write_hosts(f, src);
     fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"predicted_pss_bytes\": %zu,\n",
@@ -117,11 +125,11 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             " \"recomputed_groups\": %d, \"recompute_buffers_bytes\": %zu,\n"
             " \"predicted\": {\"fixed\": %zu, \"activations\": %zu, \"build\": %zu, \"setup\": %zu, "
             "\"model_state\": %zu, \"node_shared\": %zu, \"step_buffers\": %zu, \"collective_scratch\": %zu}}\n",
-            t->model_state_bytes, e->node_bytes,
+            t->model_state_bytes, mem.node_bytes,
             (unsigned long long)ru.ru_maxrss * 1024ull,
-            e->steps > 1 ? (double)(t->faults_last_step - t->faults_first_step) / (e->steps - 1) : 0.0,
-            e->pool.footprint, p->peak, e->acts.transient, fsdp_acts_bytes(&e->acts), e->deltas.pooled,
-            fsdp_delta_pool_bytes(&e->deltas), e->rc.ngroups_on, fsdp_recompute_bytes(&e->rc), p->fixed, p->activations,
+            steps > 1 ? (double)(t->faults_last_step - t->faults_first_step) / (steps - 1) : 0.0,
+            mem.pool_footprint, p->peak, mem.acts_transient, mem.acts_bytes, mem.deltas_pooled,
+            mem.delta_pool_bytes, mem.recompute_groups, mem.recompute_bytes, p->fixed, p->activations,
             p->build, p->setup, p->model_state, p->node_shared, p->step_buffers, p->collective_scratch);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;

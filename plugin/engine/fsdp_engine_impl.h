@@ -1,0 +1,69 @@
+/* fsdp_engine_impl.h: the engine's state, for engine/ alone: the layers
+ * above see fsdp_engine.h's opaque engine and its functions.  Also the step
+ * plan's runner, for the engine's hooks and for the memory prediction,
+ * which runs the same operations on a copy of the engine over the count
+ * placement (fsdp_memplan.c). */
+#ifndef FSDP_ENGINE_IMPL_H
+#define FSDP_ENGINE_IMPL_H
+
+#include "fsdp_engine.h"
+#include "fsdp_acts.h"
+#include "fsdp_bn.h"
+#include "fsdp_delta_pool.h"
+#include "fsdp_flat.h"
+#include "fsdp_frozen.h"
+#include "fsdp_grad.h"
+#include "fsdp_recompute.h"
+#include "fsdp_stage.h"
+
+/* A group: the layers naming it directly, with one flat for their
+ * trainable and one for their frozen parameters.  The step plan
+ * (fsdp_stepplan.h) says what happens to them when; the engine runs its
+ * operations over the flats' own states (fsdp_flat.h). */
+typedef struct fsdp_group {
+    fsdp_group_info *info;   /* from the layout */
+    fsdp_flat train, frozen;
+    fsdp_grad grad;          /* the trainable flat's gradient (fsdp_grad.h) */
+    int updated;             /* this update's optimizer step ran, in backward (reset by the update) */
+} fsdp_group;
+
+/* The engine keeps the plan, the groups and the step; what it counts is
+ * in `tally`.  Run options belong to the entry point, batch norm's state
+ * to fsdp_bn.h, the prediction to fsdp_memplan.h. */
+struct fsdp_engine {
+    fsdp_ctl *ctl;            /* host control: setup, checks, losses */
+    fsdp_coll *coll;          /* buffer collectives: the host's (MPI, self) on host runs, NCCL / staged on GPU runs */
+    fsdp_mem_ctx mem;        /* where parameter buffers live */
+    fsdp_flat_ctx flat;      /* what the flats see of the engine: mem, ctl, coll */
+    fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
+    fsdp_cfg cfg;            /* keys of the cfg being parsed: every setting, once */
+    fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
+    fsdp_acts acts;          /* activations of the layers that need no backward */
+    fsdp_delta_pool deltas;  /* deltas that live only through backward */
+    fsdp_recompute rc;       /* activations of the groups that recompute them (recompute=1) */
+    network *net;            /* the sharded network (one per process) */
+    fsdp_layout_plan plan;
+    fsdp_step_plan step_plan;    /* one step's operations, per layer and hook point */
+    uint64_t plan_hash;      /* what every rank agreed on; checkpoints carry it */
+    fsdp_group *groups;
+    int ngroups;
+    fsdp_layer_fns *orig;    /* per layer: Darknet's own functions, under the frozen wrappers */
+    fsdp_node node;          /* shard_node_shared=1 in effect when node.on (fsdp_flat.h) */
+    size_t node_bytes;       /* node memory every rank maps: parameters and gradient slots */
+    int steps;
+    fsdp_group *rs_inflight; /* the group whose reduce-scatter is not yet waited for */
+    int args_set;            /* step_args holds this update's arguments */
+    update_args step_args;   /* as update_network will pass them, computed in backward */
+    fsdp_tally tally;
+    int counts;              /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
+    fsdp_bn bn;              /* synchronized batch norm: its state and counts */
+};
+
+/* The ops at layer i's hook point `at` that apply to a step that trains
+ * (or not) and, in backward, is (or not) the update's last micro-batch. */
+fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at at, int training, int last);
+/* The update's ops: the reduce in flight settled, the groups that did not
+ * step in backward stepped. */
+fsdp_status fsdp_engine_run_update(fsdp_engine *e, const update_args *a);
+
+#endif
