@@ -341,7 +341,7 @@ static void print_startup_notes(const fsdp_engine *e)
     if (m->collective_scratch)
         snprintf(scratch_note, sizeof scratch_note, " + the other ranks' terms %.1f", m->collective_scratch / 1e6);
     if (m->peak)
-        fprintf(stderr, "fsdp: P.predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
+        fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
                 "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f%s\n",
                 m->peak / 1e6, m->fixed / 1e6, m->activations / 1e6, m->build / 1e6, m->setup / 1e6,
                 m->model_state / 1e6, node_note, m->step_buffers / 1e6, scratch_note);
@@ -588,7 +588,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
             abort_pause();
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        /* Every rank is here (the P.agreement's refusal): freeing the
+        /* Every rank is here (the agreement's refusal): freeing the
          * backend's communicator and windows is collective. */
         fsdp_coll_free(P.host_coll);
         fsdp_ctl_free(be);
