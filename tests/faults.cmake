@@ -24,7 +24,6 @@ foreach(part 3 4 5 6)
   set_property(TEST cfg_fuzz_np2_${part} APPEND PROPERTY LABELS slow)
 endforeach()
 # The checksum, -fsdp-timeout's values, the bound on group nesting.
-fsdp_unit_test(test_reliability test_reliability.c)
 # The longest tests (each 15-45 s on 2 cores): CI runs them; the everyday
 # tools/test leaves them out (tools/test --gpu, or ctest -L slow, runs them).
 foreach(np 2 3)

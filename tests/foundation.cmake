@@ -18,10 +18,13 @@ set_target_properties(fsdp_wdiff PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BI
 
 fsdp_script_test(hooks_and_seed test_hooks.sh)
 fsdp_script_test(cfg_errors test_errors.sh)
-fsdp_unit_test(test_units test_units.c)
 fsdp_unit_test(test_flat test_flat.c)
 fsdp_unit_test(test_grad test_grad.c)
 fsdp_unit_test(test_mem test_mem.c)
+# One Criterion file per feature.
+foreach(t cfg plan optim abi hash watch agree backend hosts)
+  fsdp_unit_test(test_${t} test_${t}.c)
+endforeach()
 fsdp_script_test(setup_refusals test_setup.sh)
 # Label ci: it needs build-gpu/, which only tools/test --gpu (every CI run) builds.
 add_test(NAME abi_refusal COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_abi.sh)
