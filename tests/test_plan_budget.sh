@@ -93,4 +93,10 @@ refused() { # refused WHAT PATTERN ARGS...: a non-zero exit with PATTERN
 refused "-fsdp-budget abc refused" "-fsdp-budget abc: expected megabytes per rank, more than 0" -fsdp-plan 1 "$base" -fsdp-budget abc
 refused "-fsdp-budget without -fsdp-plan refused" "-fsdp-budget 100: it bounds the settings -fsdp-plan prints" \
   -fsdp-budget 100 classifier train "$WORK/none.data" "$base"
+# A cfg the plugin refuses: -fsdp-plan says why (file and line), before any table.
+{ cat "$base"; printf 'shard=none\n'; } > "$WORK/refused.cfg"
+refused "-fsdp-plan with a cfg the plugin refuses: the reason by file and line" \
+  "refused.cfg:$(( $(wc -l < "$base") + 1 )): unknown layer key shard" -fsdp-plan 2 "$WORK/refused.cfg"
+check "-fsdp-plan with a refused cfg prints no table" \
+  test -z "$("$DN" -plugin "$PLUGIN" -fsdp-plan 2 "$WORK/refused.cfg" 2>/dev/null)"
 finish

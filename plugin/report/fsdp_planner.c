@@ -12,25 +12,38 @@ static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *s
     return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
 }
 
-/* Darknet prints its layer table for every build: not here. */
-static int quiet_begin(void)
+/* Darknet prints its layer table for every build: not here.  The build's
+ * stderr goes to a file of its own; quiet_end passes on the plugin's
+ * messages ("fsdp: ...") where the build failed, so a cfg the plugin
+ * refuses still says why. */
+typedef struct quiet {
+    int saved;
+    FILE *capture;
+} quiet;
+
+static quiet quiet_begin(void)
 {
     fflush(stderr);
-    int saved = dup(2), null = open("/dev/null", O_WRONLY);
-    if (null >= 0) {
-        dup2(null, 2);
-        close(null);
-    }
-    return saved;
+    quiet q = { dup(2), tmpfile() };
+    int to = q.capture ? fileno(q.capture) : open("/dev/null", O_WRONLY);
+    if (to >= 0) dup2(to, 2);
+    if (!q.capture && to >= 0) close(to);
+    return q;
 }
 
-static void quiet_end(int saved)
+static void quiet_end(quiet q, fsdp_status s)
 {
     fflush(stderr);
-    if (saved >= 0) {
-        dup2(saved, 2);
-        close(saved);
+    if (q.saved >= 0) {
+        dup2(q.saved, 2);
+        close(q.saved);
     }
+    if (!q.capture) return;
+    char line[2048];
+    rewind(q.capture);
+    while (s != FSDP_OK && fgets(line, sizeof line, q.capture))
+        if (!strncmp(line, "fsdp: ", 6)) fputs(line, stderr);
+    fclose(q.capture);
 }
 
 /* What a build tells beyond the prediction: the cfg's [net] batch and
@@ -93,11 +106,11 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
                                                          .recompute = 1 });
     hooks->ctx = e;
     hooks->cfg_option = plan_cfg;
-    int saved = quiet_begin();
+    quiet q = quiet_begin();
     network *net = parse_network_cfg((char *)cfg);
     fsdp_engine_set_strategy(e, strategy);
     fsdp_status s = fsdp_on_network_built(e, net);
-    quiet_end(saved);
+    quiet_end(q, s);
     *out = (fsdp_mem_prediction){ 0 };
     if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
     if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
@@ -203,9 +216,12 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
                          "-fsdp-plan N CFG", max_world);
     FSDP_TRY(fsdp_memplan_warm_up(NULL));
     size_t fixed = fsdp_memplan_resident();
+    /* A cfg the plugin refuses says why before any table starts. */
+    cfg_seen seen = { 1, 1, 0 };
+    fsdp_mem_prediction first;
+    FSDP_TRY(predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &first, &seen, NULL));
     fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
             "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
-    cfg_seen seen = { 1, 1, 0 };
     double full = 0;
     /* The groups table comes from the build at N ranks under full, printed
      * after the table. */
