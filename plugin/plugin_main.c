@@ -429,8 +429,8 @@ static fsdp_status writable(const char *flag, const char *file)
 extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
 
-/* The flags that shape training, compared across ranks over be (fsdp_agree.h). */
-static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *be, const fsdp_flags *f, int argc, char **argv)
+/* The flags that shape training, compared across ranks over ctl (fsdp_agree.h). */
+static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *ctl, const fsdp_flags *f, int argc, char **argv)
 {
     int clear = 0;
     for (int i = 1; i < argc; ++i) clear |= !strcmp(argv[i], "-clear");
@@ -456,7 +456,7 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *be, const fsdp_flags
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
-    return fsdp_agree_start(be, local, list, (int)(sizeof list / sizeof list[0]));
+    return fsdp_agree_start(ctl, local, list, (int)(sizeof list / sizeof list[0]));
 }
 
 /* The watchdog's words for a collective in flight (fsdp_watch.h). */
@@ -479,10 +479,10 @@ static fsdp_status backend_known(const char *want)
 /* Host control and host memory's collectives, whatever -fsdp-backend asks
  * for (device collectives come later, once the network is built:
  * device_backend). */
-static fsdp_status make_backend(fsdp_ctl **be, fsdp_coll **coll)
+static fsdp_status make_backend(fsdp_ctl **ctl, fsdp_coll **coll)
 {
-    if (!P.mpi_started) return fsdp_backend_self_create(be, coll);
-    return fsdp_backend_mpi_create(be, coll);
+    if (!P.mpi_started) return fsdp_backend_self_create(ctl, coll);
+    return fsdp_backend_mpi_create(ctl, coll);
 }
 
 int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
@@ -556,14 +556,14 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &P.timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
-    fsdp_ctl *be = NULL;
-    fsdp_status made = make_backend(&be, &P.host_coll);
-    if (made == FSDP_OK) s = agree_flags(s, be, &flags, *argc, argv);
+    fsdp_ctl *ctl = NULL;
+    fsdp_status made = make_backend(&ctl, &P.host_coll);
+    if (made == FSDP_OK) s = agree_flags(s, ctl, &flags, *argc, argv);
     else if (s == FSDP_OK) s = made;
-    if (s == FSDP_OK && be->world > 1 && P.timeout_s > 0) s = fsdp_watch_wrap(&be, &P.host_coll);
-    if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, be->world);
-    if (s == FSDP_OK) s = fsdp_engine_create(be, P.host_coll, &P.engine);
-    if (s == FSDP_OK) s = fsdp_hosts_find(be, &P.hosts);
+    if (s == FSDP_OK && ctl->world > 1 && P.timeout_s > 0) s = fsdp_watch_wrap(&ctl, &P.host_coll);
+    if (s == FSDP_OK) s = fsdp_check_command(*argc, argv, ctl->world);
+    if (s == FSDP_OK) s = fsdp_engine_create(ctl, P.host_coll, &P.engine);
+    if (s == FSDP_OK) s = fsdp_hosts_find(ctl, &P.hosts);
     if (s == FSDP_OK) s = fsdp_memplan_warm_up(P.host_coll);
     P.fixed_bytes = fsdp_memplan_fixed();   /* before Darknet builds anything */
     /* A staged build only where network_built follows the build
@@ -572,15 +572,15 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
      * (fsdp_acts.h). */
     int trains = fsdp_command_trains_exactly(*argc, argv);
     if (s == FSDP_OK)
-        fsdp_engine_set_options(P.engine, &(fsdp_engine_options){ .staged = be->world > 1 && trains,
+        fsdp_engine_set_options(P.engine, &(fsdp_engine_options){ .staged = ctl->world > 1 && trains,
                                                                   .acts = trains && fsdp_acts_wanted(),
                                                                   .recompute = trains });
     P.run.checkpoint = flags.checkpoint;
     P.run.resume = flags.resume;
     if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
-    if (s == FSDP_OK && be->rank == 0) s = fsdp_log_open(&P.log, flags.log, be->world);
-    if (s == FSDP_OK && be->rank == 0 && P.mpi_started) fsdp_stop_install();
-    if (s == FSDP_OK && be->world > 1) s = fsdp_watch_start(P.timeout_s, be->rank, describe_wait, P.engine);
+    if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
+    if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();
+    if (s == FSDP_OK && ctl->world > 1) s = fsdp_watch_start(P.timeout_s, ctl->rank, describe_wait, P.engine);
     if (s != FSDP_OK) {
         /* A refusal the ranks agreed on ends MPI in order; any later one
          * (a rank alone) must not leave the others waiting. */
@@ -591,20 +591,20 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         /* Every rank is here (the agreement's refusal): freeing the
          * backend's communicator and windows is collective. */
         fsdp_coll_free(P.host_coll);
-        fsdp_ctl_free(be);
+        fsdp_ctl_free(ctl);
         if (P.mpi_started) MPI_Finalize();
         return dn_status_of(s);
     }
     P.backend_flag = backend;
-    h->device = pick_device(&P.hosts, be->rank);
-    if (be->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
+    h->device = pick_device(&P.hosts, ctl->rank);
+    if (ctl->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
         /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
         if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;
     }
-    fsdp_quiet_begin(be->rank);
+    fsdp_quiet_begin(ctl->rank);
     h->ctx = P.engine;
-    h->rank = be->rank;
-    h->world = be->world;
+    h->rank = ctl->rank;
+    h->world = ctl->world;
     h->cfg_option = h_cfg;
     h->network_built = h_built_shown;
     h->forward_layer = h_fwd;
@@ -623,7 +623,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->network_resized = h_resized;
     h->layer_built = h_layer_built;
     h->load_layer = h_load_layer;
-    h->bn_sync = be->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
+    h->bn_sync = ctl->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
     P.hooks = h;
     return DN_OK;
 }
