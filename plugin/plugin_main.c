@@ -20,6 +20,7 @@
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
 #include "fsdp_frozen.h"
+#include "fsdp_recompute.h"
 #include "fsdp_hash.h"
 #include "fsdp_hosts.h"
 #include "fsdp_log.h"
