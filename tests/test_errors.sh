@@ -50,6 +50,14 @@ c=$(with '0,/^filters=7$/s//filters=7\nshard_grup=x/')
 expect_error "unknown shard_ key in a layer" "unknown layer key shard_grup" 1 "$c"
 c=$(with 's/^\[net\]$/[net]\nfrozen=1/')
 expect_error "frozen in [net]" "cfg:$(line_of "$c" frozen=1): frozen is a layer key" 1 "$c"
+# A forward of no image (patch 0049): stock Darknet died of SIGFPE.
+c=$(with 's/^subdivisions=1$/subdivisions=16/')
+expect_error "batch below subdivisions, by its line" "cfg:$(line_of "$c" subdivisions=16): \[net\] batch=8, subdivisions=16: each forward takes batch/subdivisions images, at least one" 2 "$c"
+c=$(with 's/^subdivisions=1$/subdivisions=0/')
+expect_error "subdivisions=0, by its line" "cfg:$(line_of "$c" subdivisions=0): \[net\] batch=8, subdivisions=0" 1 "$c"
+rc=0
+out=$(cd "$D" && timeout 60 "$DN" classifier train "$D/data.data" "$c" 2>&1) || rc=$?
+check "and without the plugin (exit $rc)" [ "$rc" = 1 -a "$(grep -c "subdivisions=0: each forward" <<< "$out")" = 1 ]
 # A key without '=' reaches the plugin with no value.
 for k in frozen shard_group; do
   c=$(with "0,/^filters=7\$/s//filters=7\n$k/")

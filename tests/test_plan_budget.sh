@@ -97,6 +97,9 @@ refused "-fsdp-budget without -fsdp-plan refused" "-fsdp-budget 100: it bounds t
 { cat "$base"; printf 'shard=none\n'; } > "$WORK/refused.cfg"
 refused "-fsdp-plan with a cfg the plugin refuses: the reason by file and line" \
   "refused.cfg:$(( $(wc -l < "$base") + 1 )): unknown layer key shard" -fsdp-plan 2 "$WORK/refused.cfg"
+{ sed -n '1,/^\[net\]/p' "$base"; printf 'subdivisions=999999\n'; sed '1,/^\[net\]/d' "$base"; } > "$WORK/nobatch.cfg"
+refused "-fsdp-plan with a forward of no image: Darknet's refusal by its line" \
+  "nobatch.cfg:[0-9]+: \[net\] batch=[0-9]+, subdivisions=999999: each forward takes" -fsdp-plan 2 "$WORK/nobatch.cfg"
 check "-fsdp-plan with a refused cfg prints no table" \
   test -z "$("$DN" -plugin "$PLUGIN" -fsdp-plan 2 "$WORK/refused.cfg" 2>/dev/null)"
 finish

@@ -21,17 +21,18 @@ typedef struct quiet {
     FILE *capture;
 } quiet;
 
-static quiet quiet_begin(void)
+/* The build under way, for Darknet's own refusals, which exit inside it. */
+static quiet capturing = { -1, NULL };
+
+/* What the build said that is not its layer table: Darknet's messages
+ * (a cfg refused by file and line) and the plugin's ("fsdp: ..."). */
+static int worth_showing(const char *line)
 {
-    fflush(stderr);
-    quiet q = { dup(2), tmpfile() };
-    int to = q.capture ? fileno(q.capture) : open("/dev/null", O_WRONLY);
-    if (to >= 0) dup2(to, 2);
-    if (!q.capture && to >= 0) close(to);
-    return q;
+    const char *t = line + strspn(line, " ");
+    return *t && *t != '\n' && !(*t >= '0' && *t <= '9') && strncmp(t, "layer ", 6) && !strstr(t, "Using default");
 }
 
-static void quiet_end(quiet q, fsdp_status s)
+static void restore(quiet q, int show)
 {
     fflush(stderr);
     if (q.saved >= 0) {
@@ -41,9 +42,35 @@ static void quiet_end(quiet q, fsdp_status s)
     if (!q.capture) return;
     char line[2048];
     rewind(q.capture);
-    while (s != FSDP_OK && fgets(line, sizeof line, q.capture))
-        if (!strncmp(line, "fsdp: ", 6)) fputs(line, stderr);
+    while (show && fgets(line, sizeof line, q.capture))
+        if (show == 2 ? worth_showing(line) : !strncmp(line, "fsdp: ", 6)) fputs(line, stderr);
     fclose(q.capture);
+}
+
+/* Darknet exited inside the build (its refusals call exit). */
+static void exited_while_quiet(void)
+{
+    if (capturing.capture) restore(capturing, 2);
+    capturing = (quiet){ -1, NULL };
+}
+
+static quiet quiet_begin(void)
+{
+    static int hooked;
+    if (!hooked) hooked = atexit(exited_while_quiet) == 0;
+    fflush(stderr);
+    quiet q = { dup(2), tmpfile() };
+    int to = q.capture ? fileno(q.capture) : open("/dev/null", O_WRONLY);
+    if (to >= 0) dup2(to, 2);
+    if (!q.capture && to >= 0) close(to);
+    capturing = q;
+    return q;
+}
+
+static void quiet_end(quiet q, fsdp_status s)
+{
+    capturing = (quiet){ -1, NULL };
+    restore(q, s != FSDP_OK);
 }
 
 /* What a build tells beyond the prediction: the cfg's [net] batch and
