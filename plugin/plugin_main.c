@@ -291,6 +291,7 @@ static void h_finish(void *c, int status)
     }
     fsdp_ctl *ctl = fsdp_engine_ctl(e);
     fsdp_coll *coll = fsdp_engine_coll(e);
+    P.engine = NULL;   /* the watchdog may describe the teardown's collectives */
     fsdp_engine_free(e);
     fsdp_hosts_free(&P.hosts);
     free(P.run.weights_file);
@@ -463,7 +464,9 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *ctl, const fsdp_flag
 /* The watchdog's words for a collective in flight (fsdp_watch.h). */
 static void describe_wait(void *c, const void *buf, char *out, size_t n)
 {
-    fsdp_engine_describe_wait(c, buf, out, n);
+    /* The engine is gone during the teardown's collectives (h_finish). */
+    if (P.engine) fsdp_engine_describe_wait(P.engine, buf, out, n);
+    else snprintf(out, n, "(at shutdown)");
 }
 
 static fsdp_status backend_known(const char *want)
@@ -551,7 +554,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     P.main_thread = pthread_self();
     /* Each rank checks its own flags; then all agree over the host backend,
      * before any other collective, so that one rank's refusal stops every
-     * rank.  A refusing rank makes the backend too: the P.agreement needs it.
+     * rank.  A refusing rank makes the backend too: the agreement needs it.
      * A rank that cannot make it stays out and aborts the job below. */
     if (s == FSDP_OK) s = backend_known(backend);
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &P.timeout_s);
@@ -581,7 +584,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();
-    if (s == FSDP_OK && ctl->world > 1) s = fsdp_watch_start(P.timeout_s, ctl->rank, describe_wait, P.engine);
+    if (s == FSDP_OK && ctl->world > 1) s = fsdp_watch_start(P.timeout_s, ctl->rank, describe_wait, NULL);
     if (s != FSDP_OK) {
         /* A refusal the ranks agreed on ends MPI in order; any later one
          * (a rank alone) must not leave the others waiting. */

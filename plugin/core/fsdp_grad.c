@@ -102,9 +102,16 @@ static fsdp_status reduce_scatter(const fsdp_flat_ctx *c, fsdp_grad *g, const fs
         return FSDP_ERR_NOMEM;
     }
     if (fsdp_coll_starts_reduce_scatter(c->coll)) {
+        fsdp_status s = fsdp_coll_reduce_scatter_start(c->coll, full, g->part, f->shard, &g->rs_ticket);
+        if (s != FSDP_OK) {
+            /* Nothing in flight: no wait may follow. */
+            fsdp_mem_give(c->mem, full);
+            g->state = FSDP_GRAD_REDUCED;
+            return s;
+        }
         g->rs_source = full;
         g->state = FSDP_GRAD_REDUCING;
-        return fsdp_coll_reduce_scatter_start(c->coll, full, g->part, f->shard, &g->rs_ticket);
+        return FSDP_OK;
     }
     g->state = FSDP_GRAD_REDUCED;
     fsdp_status s = fsdp_coll_reduce_scatter(c->coll, full, g->part, f->shard);

@@ -32,9 +32,9 @@
  * a prefetch of a flat not SHARDED (still gathered from its forward, or
  * under reshard_after_forward=0), a reshard of a flat not GATHERED (the
  * update gives back whatever is still gathered: the root, a group kept for
- * a backward that never came; frozen parameters backward did not gather),
- * and an unshard of a GATHERED flat (fsdp_flat.h: the root stays gathered
- * through the step). */
+ * a backward that never came; frozen parameters backward did not gather).
+ * The flat itself keeps a GATHERED flat on unshard, moving nothing
+ * (fsdp_flat.h: the root stays gathered through the step). */
 #ifndef FSDP_ENGINE_H
 #define FSDP_ENGINE_H
 

@@ -27,9 +27,9 @@ typedef struct fsdp_group {
     int updated;             /* this update's optimizer step ran, in backward (reset by the update) */
 } fsdp_group;
 
-/* The engine keeps the plan, the groups and the step; what it counts is
- * in `tally`.  Run options belong to the entry point, batch norm's state
- * to fsdp_bn.h, the prediction to fsdp_memplan.h. */
+/* The engine keeps the plan, the groups, the step and synchronized batch
+ * norm's state; what it counts is in `tally`.  The entry point sets its
+ * options (fsdp_engine_set_options); the prediction is fsdp_memplan.h's. */
 struct fsdp_engine {
     fsdp_ctl *ctl;            /* host control: setup, checks, losses */
     fsdp_coll *coll;          /* buffer collectives: the host's (MPI, self) on host runs, NCCL / staged on GPU runs */

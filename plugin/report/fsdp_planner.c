@@ -259,9 +259,11 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
     for (long w = 1; w <= n; ++w) {
         fprintf(out, "| %ld |", w);
         for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
-            fsdp_mem_prediction p;
+            fsdp_mem_prediction p = first;
             int last = w == n && s == FSDP_SHARD_FULL;
-            fsdp_status st = predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, last ? g : NULL);
+            /* One rank under full was the check's build (unless its groups table is wanted). */
+            fsdp_status st = w == 1 && s == FSDP_SHARD_FULL && !last
+                             ? FSDP_OK : predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, last ? g : NULL);
             if (st != FSDP_OK) {
                 fclose(g);
                 free(groups);
