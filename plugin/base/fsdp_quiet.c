@@ -128,6 +128,12 @@ static void on_signal(int sig)
 fsdp_status fsdp_quiet_begin(int rank)
 {
     if (rank == 0 || getenv("FSDP_ALL_RANKS_PRINT")) return FSDP_OK;
+    return fsdp_quiet_capture(rank);
+}
+
+fsdp_status fsdp_quiet_capture(int rank)
+{
+    static int at_exit_set;
     rank_no = rank;
     fflush(stderr);
     int fd = memfd_create("fsdp-stderr", MFD_CLOEXEC);   /* in memory: no folder needed */
@@ -140,7 +146,7 @@ fsdp_status fsdp_quiet_begin(int rank)
         return FSDP_OK;
     }
     capture = fd;
-    atexit(at_exit);
+    if (!at_exit_set) at_exit_set = atexit(at_exit) == 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -149,14 +155,18 @@ fsdp_status fsdp_quiet_begin(int rank)
     return FSDP_OK;
 }
 
-void fsdp_quiet_end(void)
+/* The capture ends, passing on the plugin's lines or nothing. */
+static void end_capture(int pass_ours)
 {
     if (capture < 0) return;
     fflush(stderr);
-    pass_on(0);
+    if (pass_ours) pass_on(0);
     restore();
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; ++i) sigaction(fatal[i], &old_action[i], NULL);
 }
+
+void fsdp_quiet_end(void) { end_capture(1); }
+void fsdp_quiet_drop(void) { end_capture(0); }
 
 void fsdp_quiet_ok(void)
 {

@@ -1,4 +1,3 @@
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -6,71 +5,22 @@
 #include "fsdp_engine.h"
 #include "fsdp_memplan.h"
 #include "fsdp_planner.h"
+#include "fsdp_quiet.h"
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
     return fsdp_on_cfg_option(c, cfg, line, layer, key, val);
 }
 
-/* Darknet prints its layer table for every build: not here.  The build's
- * stderr goes to a file of its own; quiet_end passes on the plugin's
- * messages ("fsdp: ...") where the build failed, so a cfg the plugin
- * refuses still says why. */
-typedef struct quiet {
-    int saved;
-    FILE *capture;
-} quiet;
+/* Darknet prints its layer table for every build: not here.  A build the
+ * plugin refuses passes on the plugin's words; one Darknet stops inside
+ * (its refusals exit) shows its last lines (fsdp_quiet.h). */
+static void quiet_begin(void) { fsdp_quiet_capture(0); }
 
-/* The build under way, for Darknet's own refusals, which exit inside it. */
-static quiet capturing = { -1, NULL };
-
-/* What the build said that is not its layer table: Darknet's messages
- * (a cfg refused by file and line) and the plugin's ("fsdp: ..."). */
-static int worth_showing(const char *line)
+static void quiet_end(fsdp_status s)
 {
-    const char *t = line + strspn(line, " ");
-    return *t && *t != '\n' && !(*t >= '0' && *t <= '9') && strncmp(t, "layer ", 6) && !strstr(t, "Using default");
-}
-
-static void restore(quiet q, int show)
-{
-    fflush(stderr);
-    if (q.saved >= 0) {
-        dup2(q.saved, 2);
-        close(q.saved);
-    }
-    if (!q.capture) return;
-    char line[2048];
-    rewind(q.capture);
-    while (show && fgets(line, sizeof line, q.capture))
-        if (show == 2 ? worth_showing(line) : !strncmp(line, "fsdp: ", 6)) fputs(line, stderr);
-    fclose(q.capture);
-}
-
-/* Darknet exited inside the build (its refusals call exit). */
-static void exited_while_quiet(void)
-{
-    if (capturing.capture) restore(capturing, 2);
-    capturing = (quiet){ -1, NULL };
-}
-
-static quiet quiet_begin(void)
-{
-    static int hooked;
-    if (!hooked) hooked = atexit(exited_while_quiet) == 0;
-    fflush(stderr);
-    quiet q = { dup(2), tmpfile() };
-    int to = q.capture ? fileno(q.capture) : open("/dev/null", O_WRONLY);
-    if (to >= 0) dup2(to, 2);
-    if (!q.capture && to >= 0) close(to);
-    capturing = q;
-    return q;
-}
-
-static void quiet_end(quiet q, fsdp_status s)
-{
-    capturing = (quiet){ -1, NULL };
-    restore(q, s != FSDP_OK);
+    if (s == FSDP_OK) fsdp_quiet_drop();
+    else fsdp_quiet_end();
 }
 
 /* What a build tells beyond the prediction: the cfg's [net] batch and
@@ -133,11 +83,11 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
                                                          .recompute = 1 });
     hooks->ctx = e;
     hooks->cfg_option = plan_cfg;
-    quiet q = quiet_begin();
+    quiet_begin();
     network *net = parse_network_cfg((char *)cfg);
     fsdp_engine_set_strategy(e, strategy);
     fsdp_status s = fsdp_on_network_built(e, net);
-    quiet_end(q, s);
+    quiet_end(s);
     *out = (fsdp_mem_prediction){ 0 };
     if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
     if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
