@@ -44,13 +44,19 @@ static fsdp_status null_reduce_scatter(fsdp_coll *b, const float *full, float *s
 
 static fsdp_status null_all_reduce(fsdp_coll *b, float *buf, size_t count) { return FSDP_OK; }
 
-static fsdp_status null_start(fsdp_coll *b, const float *shard, const float *full, size_t n, int *ticket)
+/* A start: the next ticket, refused as the real backends refuse one. */
+static fsdp_status null_issue(fsdp_coll *b, int *ticket)
 {
     null_ctx *c = b->ctx;
-    FSDP_TRY(null_layout(b, shard, full, n));
     FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
     fsdp_tickets_issue(&c->tickets, ticket);
     return FSDP_OK;
+}
+
+static fsdp_status null_start(fsdp_coll *b, const float *shard, const float *full, size_t n, int *ticket)
+{
+    FSDP_TRY(null_layout(b, shard, full, n));
+    return null_issue(b, ticket);
 }
 
 static fsdp_status null_all_gather_start(fsdp_coll *b, const float *shard, float *full, size_t n, int *ticket)
@@ -75,10 +81,7 @@ static fsdp_status null_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
 
 static fsdp_status null_peer_all_gather_start(fsdp_coll *b, float *full, size_t shard, int *ticket)
 {
-    null_ctx *c = b->ctx;
-    FSDP_TRY(fsdp_tickets_check(&c->tickets, b->name));
-    fsdp_tickets_issue(&c->tickets, ticket);
-    return FSDP_OK;
+    return null_issue(b, ticket);
 }
 
 static fsdp_status null_wait(fsdp_coll *b, int ticket)

@@ -152,7 +152,6 @@ fsdp_status fsdp_pairs_reduce_scatter(fsdp_pairs *p, const float *full, float *s
     return FSDP_OK;
 }
 
-
 fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
 {
     if (p->size == 1) return FSDP_OK;

@@ -12,6 +12,13 @@ void fsdp_flat_point_grad(const fsdp_flat *f, float *base)
     for (int k = 0; k < f->nt; ++k) *f->grad_at[k] = base ? base + f->off[k] : NULL;
 }
 
+/* Where this rank's own part starts in the flat's whole layout: its shard,
+ * or all of it under `none`. */
+static size_t own_lo(const fsdp_flat_ctx *c, const fsdp_flat *f)
+{
+    return f->kind.whole ? 0 : (size_t)c->ctl->rank * f->shard;
+}
+
 /* Which part of each tensor this rank updates: its intersection with
  * [lo, lo + own_count) of the full buffer. */
 static fsdp_status make_runs(fsdp_flat *f, size_t lo)
@@ -99,7 +106,6 @@ static fsdp_status lay_out(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tens
 fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tensor *t, int nt,
                             fsdp_flat_kind kind)
 {
-    int rank = c->ctl->rank;
     memset(f, 0, sizeof *f);
     f->kind = kind;
     f->state = kind.sharded ? FSDP_FLAT_SHARDED : FSDP_FLAT_GATHERED;
@@ -113,12 +119,12 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
         f->bcast_bytes += t[k].count * sizeof(float);
     }
     if (kind.sharded) {
-        FSDP_TRY(fill_from_tensors(c, f, &f->own, (size_t)rank * f->shard, f->shard));
+        FSDP_TRY(fill_from_tensors(c, f, &f->own, own_lo(c, f), f->shard));
     } else if (kind.state) {
         /* A replica; this rank updates all of it (`none`) or its own part of
          * it in place (grad_op), then all-gathers in place. */
         FSDP_TRY(fill_from_tensors(c, f, &f->full, 0, f->nfull));
-        f->own = f->full + (kind.whole ? 0 : (size_t)rank * f->shard);
+        f->own = f->full + own_lo(c, f);
         f->own_in_full = 1;
     } else {
         FSDP_TRY(fill_from_tensors(c, f, &f->full, 0, f->count));   /* replicated frozen parameters */
@@ -131,7 +137,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
         f->m = fsdp_mem_alloc(c->mem, f->own_count, 1);
         f->v = kind.adam ? fsdp_mem_alloc(c->mem, f->own_count, 1) : NULL;
         if (!f->m || (kind.adam && !f->v)) return FSDP_ERR_NOMEM;
-        FSDP_TRY(make_runs(f, kind.whole ? 0 : (size_t)rank * f->shard));
+        FSDP_TRY(make_runs(f, own_lo(c, f)));
         /* Alone, SGD's gradient can accumulate straight into the momentum,
          * as in Darknet's weight_updates: the same floats and no buffer. */
         f->grad_in_m = c->ctl->world == 1 && !kind.adam;
@@ -177,7 +183,7 @@ fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *
 {
     if (!f->nt || !f->kind.sharded || f->state != FSDP_FLAT_SHARDED)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "only a sharded flat between uses moves to node memory");
-    float *mine = node + (size_t)c->ctl->rank * f->shard;
+    float *mine = node + own_lo(c, f);
     memcpy(mine, f->own, f->shard * sizeof(float));
     fsdp_mem_free(c->mem, f->own);
     f->own = mine;
@@ -281,7 +287,7 @@ fsdp_flat_part fsdp_flat_own_part(const fsdp_flat_ctx *c, const fsdp_flat *f)
     fsdp_flat_part p = { 0 };
     if (!f->own) return p;
     p.n = f->own_count;
-    p.lo = f->own_in_full ? (size_t)(f->own - f->full) : (size_t)c->ctl->rank * f->shard;
+    p.lo = own_lo(c, f);
     float *bufs[3] = { f->own, f->m, f->v };
     for (int k = 0; k < 3; ++k)
         if (bufs[k]) p.buf[p.nbuf++] = bufs[k];
@@ -339,7 +345,7 @@ fsdp_status fsdp_flat_count_copy(const fsdp_flat_ctx *c, const fsdp_flat *src, f
     f->grad_at = malloc((size_t)f->nt * sizeof *f->grad_at);
     if (!f->data_at || !f->grad_at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < f->nt; ++k) f->data_at[k] = f->grad_at[k] = sink;
-    size_t at = f->kind.whole ? 0 : (size_t)c->ctl->rank * f->shard;
+    size_t at = own_lo(c, f);
     if (f->in_node) {
         f->node = fsdp_mem_alloc(c->mem, f->nfull, 0);
         f->own = f->node ? f->node + at : NULL;

@@ -81,7 +81,9 @@ static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp
     }
     /* Every rank of the machine holds this flat's gradient in the same kind of slot. */
     const float *slots = g->home == FSDP_GRAD_HOME_REDUCE_SLOT ? n->reduce_slots : n->grad_slots;
-    for (size_t k = 0; k < m && fsdp_mem_computes(c->mem); ++k) {
+    /* Over the count placement there is nothing to add. */
+    size_t sums = fsdp_mem_computes(c->mem) ? m : 0;
+    for (size_t k = 0; k < sums; ++k) {
         size_t at = (size_t)n->at.peers[k] * sh;
         for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = slots + (size_t)q * n->slot_floats + at;
         fsdp_sum_rows(send + k * sh, n->terms, n->at.ranks, 0, sh);

@@ -48,6 +48,12 @@ typedef enum fsdp_op_when {
     FSDP_WHEN_NOT_LAST_MICRO
 } fsdp_op_when;
 
+/* Whether an op moves a recomputed group's activations, not its flats. */
+static inline int fsdp_op_on_activations(fsdp_op_kind k)
+{
+    return k == FSDP_OP_ACTS_IN || k == FSDP_OP_ACTS_OUT || k == FSDP_OP_RECOMPUTE || k == FSDP_OP_ACTS_BACK;
+}
+
 /* The flats of a group an op names. */
 enum { FSDP_FLAT_TRAIN = 0, FSDP_FLAT_FROZEN = 1 };
 

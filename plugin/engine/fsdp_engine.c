@@ -441,7 +441,8 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
     const float *grad = fsdp_grad_reduced(&g->grad);
     int slots = g->grad.state == FSDP_GRAD_IN_SLOTS;
     /* Over the count placement (the memory prediction) the step moves no value. */
-    for (int r = 0; r < f->nruns && fsdp_mem_computes(&e->mem); ++r) {
+    int nruns = fsdp_mem_computes(&e->mem) ? f->nruns : 0;
+    for (int r = 0; r < nruns; ++r) {
         const fsdp_run *run = &f->runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
@@ -536,7 +537,7 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
 {
     /* A counting copy runs the flats' operations alone: the activations'
      * arenas are counted with the activations (fsdp_memplan.c). */
-    if (e->counts && op->kind >= FSDP_OP_ACTS_IN) return FSDP_OK;
+    if (e->counts && fsdp_op_on_activations(op->kind)) return FSDP_OK;
     switch (op->kind) {
     case FSDP_OP_UNSHARD: return unshard(e, op);
     case FSDP_OP_PREFETCH:

@@ -55,11 +55,6 @@ static char *shard_path(const char *weights, int rank, int world)
     return p;
 }
 
-static fsdp_flat *flat_at(fsdp_engine *e, int i)
-{
-    return fsdp_engine_flat(e, i);
-}
-
 /* This rank's part of flat f in the whole layout. */
 static ckpt_flat part_of(const fsdp_engine *e, const fsdp_flat *f)
 {
@@ -75,7 +70,7 @@ static uint64_t layout_hash(fsdp_engine *e)
     uint64_t head[2] = { (uint64_t)fsdp_engine_nflats(e) / 2, (uint64_t)fsdp_engine_mem(e)->align };
     fsdp_hasher_add(&h, head, sizeof head);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
-        const fsdp_flat *f = flat_at(e, i);
+        const fsdp_flat *f = fsdp_engine_flat(e, i);
         uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.state };
         fsdp_hasher_add(&h, v, sizeof v);
     }
@@ -86,7 +81,7 @@ static size_t largest_own(fsdp_engine *e)
 {
     size_t n = 1;
     for (int i = 0; i < fsdp_engine_nflats(e); ++i)
-        if (flat_at(e, i)->own_count > n) n = flat_at(e, i)->own_count;
+        if (fsdp_engine_flat(e, i)->own_count > n) n = fsdp_engine_flat(e, i)->own_count;
     return n;
 }
 
@@ -106,7 +101,7 @@ static ckpt_header header_of(fsdp_engine *e, const network *net)
     h.align = (uint32_t)fsdp_engine_mem(e)->align;
     h.layout_hash = layout_hash(e);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
-        ckpt_flat c = part_of(e, flat_at(e, i));
+        ckpt_flat c = part_of(e, fsdp_engine_flat(e, i));
         h.floats += c.n * c.nbuf;
     }
     return h;
@@ -155,11 +150,11 @@ static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h,
 {
     out_put(o, h, sizeof *h);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
-        ckpt_flat c = part_of(e, flat_at(e, i));
+        ckpt_flat c = part_of(e, fsdp_engine_flat(e, i));
         out_put(o, &c, sizeof c);
     }
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
-        fsdp_flat *f = flat_at(e, i);
+        fsdp_flat *f = fsdp_engine_flat(e, i);
         fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         for (int b = 0; b < p.nbuf; ++b) {
             FSDP_TRY(fsdp_mem_to_host(fsdp_engine_mem(e), host, p.buf[b], p.n));
@@ -426,7 +421,7 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
     if (!host) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     fsdp_status s = FSDP_OK;
     for (int i = 0; i < fsdp_engine_nflats(e) && s == FSDP_OK; ++i) {
-        fsdp_flat *f = flat_at(e, i);
+        fsdp_flat *f = fsdp_engine_flat(e, i);
         ckpt_flat mine = part_of(e, f);
         fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         /* Frozen parameters a writer kept no part of (replicated under
@@ -447,7 +442,7 @@ static fsdp_status publish_parts(fsdp_engine *e)
 {
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         uint64_t sent;
-        FSDP_TRY(fsdp_flat_own_written(fsdp_engine_flat_ctx(e), flat_at(e, i), &sent));
+        FSDP_TRY(fsdp_flat_own_written(fsdp_engine_flat_ctx(e), fsdp_engine_flat(e, i), &sent));
     }
     return FSDP_OK;
 }
