@@ -14,6 +14,8 @@
 #include "fsdp_cuda_backends.h"
 #include "fsdp_bn.h"
 #include "fsdp_ckpt.h"
+#include "fsdp_clock.h"
+#include "fsdp_resume.h"
 #include "fsdp_commands.h"
 #include "fsdp_deltas.h"
 #include "fsdp_acts.h"
@@ -59,9 +61,18 @@ static struct plugin {
     uint64_t setup_cpu_us;         /* this rank's CPU time when the network was built and sharded */
     double setup_cpu_s[2];         /* its least and most over the ranks, agreed at the first step */
     size_t peak_pss;               /* rank 0 with -fsdp-stats: its largest PSS at a step's end */
+    fsdp_clock *clock;             /* -fsdp-checkpoint-every, from network_built on */
     struct {
         int checkpoint;      /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
         int resume;          /* -fsdp-resume: each rank loads them beside the weights file given */
+        int resume_auto;     /* -fsdp-resume auto: the newest complete checkpoint on the clock, if any */
+        int keep_batch;      /* -fsdp-keep-batch */
+        double every_s;      /* -fsdp-checkpoint-every, in seconds; 0: off */
+        int keep;            /* -fsdp-checkpoint-keep */
+        char *backup;        /* the command's backup folder (with either of those) */
+        char *folder, *name; /* BACKUP/NAME.fsdp, NAME */
+        char *resume_base;   /* auto: the picked checkpoint's STEPDIR/NAME; NULL: none */
+        int resume_world;    /* the world it was written on */
         char *weights_file;  /* the weights file Darknet loaded, if any */
         char *stats_path;    /* -fsdp-stats */
         int stats_written;   /* once, while the groups still exist */
@@ -167,6 +178,29 @@ static fsdp_status watch_device(fsdp_engine *e)
     return FSDP_OK;
 }
 
+/* Before sharding, on every rank alike: where checkpoints on the clock
+ * go, which one -fsdp-resume auto continues from, and under
+ * -fsdp-keep-batch the subdivisions that keep its global batch. */
+static fsdp_status long_run_start(fsdp_ctl *ctl, network *net, const char *cfg)
+{
+    if (P.run.backup) {
+        P.run.folder = fsdp_resume_folder(P.run.backup, cfg, &P.run.name);
+        if (!P.run.folder) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    if (P.run.resume_auto)
+        FSDP_TRY(fsdp_resume_pick(ctl, P.run.folder, P.run.name, &P.run.resume_base, &P.run.resume_world));
+    if (!P.run.keep_batch) return FSDP_OK;
+    int from = P.run.resume_world;
+    if (!P.run.resume_auto) {
+        fsdp_status s = P.run.weights_file ? fsdp_ckpt_world(P.run.weights_file, ctl->world, &from)
+                                           : fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume needs the weights file the "
+                                                       "checkpoint was saved with on the command line");
+        FSDP_TRY(fsdp_ctl_all_ok(ctl, s, FSDP_ERR_CONFIG, "found no checkpoint to resume"));
+    }
+    if (!from) return FSDP_OK;   /* auto, and nothing to resume */
+    return fsdp_resume_keep_batch(net, from, ctl->world, ctl->rank == 0);
+}
+
 static int h_built(void *c, network *net, const char *cfg)
 {
     fsdp_engine *e = c;
@@ -182,12 +216,22 @@ static int h_built(void *c, network *net, const char *cfg)
         s = fsdp_ctl_all_ok(ctl, fsdp_engine_cfg(e)->error, FSDP_ERR_CONFIG, "found an error in its cfg");
     if (s == FSDP_OK && first) s = fsdp_agree_loaded(ctl, &P.agreement);
     if (s == FSDP_OK && first) s = fsdp_agree_network(ctl, &P.agreement, net);
+    if (s == FSDP_OK && first) s = long_run_start(ctl, net, cfg);
     if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
     if (s == FSDP_ERR_MISMATCH) fsdp_agreed_stop();   /* the engine's plan check: every rank saw it */
-    if (s == FSDP_OK && first && !fsdp_engine_mem(e)->device)
+    if (s == FSDP_OK && first && P.run.every_s > 0)
+        s = fsdp_clock_create(e, net, &(fsdp_clock_opts){ P.run.every_s, P.run.keep, P.run.folder, P.run.name,
+                                                          ctl->world - fsdp_hosts_others(&P.hosts, ctl->rank) }, &P.clock);
+    if (s == FSDP_OK && first && !fsdp_engine_mem(e)->device) {
         fsdp_memplan_predict(e, net, P.fixed_bytes, P.run.weights_file != NULL, &P.predicted);
+        P.predicted.snapshot = fsdp_clock_snapshot_bytes(P.clock);
+        P.predicted.peak += P.predicted.snapshot;
+        P.predicted.pss += P.predicted.snapshot;
+    }
     if (s == FSDP_OK && first && ctl->rank == 0) print_startup_notes(e);
-    if (s == FSDP_OK && first && P.run.resume)
+    if (s == FSDP_OK && first && P.run.resume_base)
+        s = fsdp_ckpt_read(e, net, P.run.resume_base, 0, 0);
+    else if (s == FSDP_OK && first && P.run.resume && !P.run.resume_auto)
         s = fsdp_ckpt_read(e, net, P.run.weights_file, P.agreement.size, P.agreement.hash);
     if (first) P.setup_cpu_us = cpu_us();
     return to_dn(s);
@@ -263,7 +307,8 @@ static fsdp_status write_stats(const fsdp_engine *e)
 static int h_free(void *c, network *net)
 {
     fsdp_engine *e = c;
-    fsdp_status s = net == fsdp_engine_net(e) ? write_stats(e) : FSDP_OK;
+    fsdp_status s = net == fsdp_engine_net(e) ? fsdp_clock_finish(P.clock) : FSDP_OK;
+    if (s == FSDP_OK && net == fsdp_engine_net(e)) s = write_stats(e);
     fsdp_status f = fsdp_on_network_free(e, net);
     return to_dn(s != FSDP_OK ? s : f);
 }
@@ -291,11 +336,17 @@ static void h_finish(void *c, int status)
     }
     fsdp_ctl *ctl = fsdp_engine_ctl(e);
     fsdp_coll *coll = fsdp_engine_coll(e);
+    fsdp_clock_free(P.clock);   /* after an error: its writer is waited for, no manifest written */
+    P.clock = NULL;
     P.engine = NULL;   /* the watchdog may describe the teardown's collectives */
     fsdp_engine_free(e);
     fsdp_hosts_free(&P.hosts);
     free(P.run.weights_file);
     free(P.run.stats_path);
+    free(P.run.backup);
+    free(P.run.folder);
+    free(P.run.name);
+    free(P.run.resume_base);
     fsdp_agree_free(&P.agreement);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
     if (coll != P.host_coll) fsdp_coll_free(coll);
@@ -338,10 +389,13 @@ static int pick_device(const fsdp_hosts *h, int rank)
 static void print_startup_notes(const fsdp_engine *e)
 {
     const fsdp_mem_prediction *m = &P.predicted;
-    char node_note[64] = "", scratch_note[64] = "";
+    char node_note[64] = "", scratch_note[128] = "";
     if (m->node_shared) snprintf(node_note, sizeof node_note, "node-shared %.1f + ", m->node_shared / 1e6);
     if (m->collective_scratch)
         snprintf(scratch_note, sizeof scratch_note, " + the other ranks' terms %.1f", m->collective_scratch / 1e6);
+    if (m->snapshot)
+        snprintf(scratch_note + strlen(scratch_note), sizeof scratch_note - strlen(scratch_note),
+                 " + checkpoint snapshot %.1f", m->snapshot / 1e6);
     if (m->peak)
         fprintf(stderr, "fsdp: predicted peak memory per rank %.1f MB: fixed %.1f + activations %.1f + the "
                 "largest of building %.1f, sharding %.1f, and model state %.1f + %sstep buffers %.1f%s\n",
@@ -373,7 +427,12 @@ static int h_built_shown(void *c, network *net, const char *cfg)
     fsdp_quiet_end();
     int first = !fsdp_engine_net(e);
     int r = h_built(c, net, cfg);
-    if (r == DN_OK && first && P.run.resume && ctl->rank == 0) fsdp_report_resume(net, P.run.weights_file, ctl->world);
+    if (r == DN_OK && first && P.run.resume && !P.run.resume_auto && ctl->rank == 0)
+        fsdp_report_resume(net, P.run.weights_file, ctl->world);
+    if (r == DN_OK && first && P.run.resume_base && ctl->rank == 0)
+        fprintf(stderr, "fsdp: resumed at step %zu (%zu images seen) from %s.fsdp-{0..%d}-of-%d, written on %d "
+                "ranks, resumed on %d\n", get_current_batch(net), *net->seen, P.run.resume_base,
+                P.run.resume_world - 1, P.run.resume_world, P.run.resume_world, ctl->world);
     if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e)));
     return r;
 }
@@ -400,6 +459,7 @@ static int h_step_logged(void *c, network *net, float *loss)
     fsdp_engine *e = c;
     int r = h_step(c, net, loss);
     if (r == DN_OK && net == fsdp_engine_net(e)) r = to_dn(note_step(e));
+    if (r == DN_OK && net == fsdp_engine_net(e) && P.clock) r = to_dn(fsdp_clock_step(P.clock, net));
     if (r == DN_OK && net == fsdp_engine_net(e) && fsdp_engine_ctl(e)->rank == 0) {
         fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
         r = to_dn(fsdp_log_step(&P.log, net, *loss, fsdp_engine_bytes_moved(e)));
@@ -427,6 +487,35 @@ static fsdp_status writable(const char *flag, const char *file)
     return s;
 }
 
+/* -fsdp-checkpoint-every, -fsdp-checkpoint-keep, -fsdp-keep-batch: their
+ * values, and the flags they need beside them. */
+static fsdp_status long_run_flags(const fsdp_flags *f)
+{
+    char *end = NULL;
+    P.run.keep = 2;
+    if (f->every) {
+        double m = strtod(f->every, &end);
+        if (end == f->every || *end || !(m > 0) || m > 1e6)
+            return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-checkpoint-every %s: expected minutes, a number above 0 "
+                             "(0.5: every 30 s)", f->every);
+        P.run.every_s = 60 * m;
+    }
+    if (f->keep) {
+        long k = strtol(f->keep, &end, 10);
+        if (end == f->keep || *end || k < 1 || k > 1000000)
+            return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-checkpoint-keep %s: expected a whole number of checkpoints, "
+                             "1 or more", f->keep);
+        if (!f->every)
+            return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-checkpoint-keep %s: it says how many checkpoints of "
+                             "-fsdp-checkpoint-every to keep; give that too", f->keep);
+        P.run.keep = (int)k;
+    }
+    if (f->keep_batch && !f->resume)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: it keeps a resumed checkpoint's global batch; give "
+                         "-fsdp-resume (or -fsdp-resume auto) with it");
+    return FSDP_OK;
+}
+
 /* Darknet's -seed (darknet/src/dn_plugin.c), taken from argv before the plugin starts. */
 extern int dn_seeded(void) __attribute__((weak));
 extern unsigned long dn_seed(void) __attribute__((weak));
@@ -442,6 +531,8 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *ctl, const fsdp_flag
     snprintf(seed_text, sizeof seed_text, "%lu", seed);
     uint64_t timeout_bits;
     memcpy(&timeout_bits, &P.timeout_s, sizeof timeout_bits);
+    uint64_t every_bits;
+    memcpy(&every_bits, &P.run.every_s, sizeof every_bits);
     const char *backend = f->backend ? f->backend : "(default)";
     char data[512];
     uint64_t data_hash = 0;
@@ -451,7 +542,10 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *ctl, const fsdp_flag
         { "-seed", seeded ? (uint64_t)seed + 1 : 0, seeded ? seed_text : "not given" },
         { "-clear", (uint64_t)clear, clear ? "given" : "not given" },
         { "-fsdp-checkpoint", (uint64_t)f->checkpoint, f->checkpoint ? "given" : "not given" },
-        { "-fsdp-resume", (uint64_t)f->resume, f->resume ? "given" : "not given" },
+        { "-fsdp-resume", (uint64_t)(f->resume + f->resume_auto), f->resume_auto ? "auto" : f->resume ? "given" : "not given" },
+        { "-fsdp-checkpoint-every", every_bits, f->every ? f->every : "not given" },
+        { "-fsdp-checkpoint-keep", (uint64_t)P.run.keep, f->keep ? f->keep : "(default)" },
+        { "-fsdp-keep-batch", (uint64_t)f->keep_batch, f->keep_batch ? "given" : "not given" },
         { "-fsdp-backend", fsdp_hash(backend, strlen(backend)), backend },
         { "-fsdp-timeout", timeout_bits, f->timeout ? f->timeout : "(default)" },
         { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
@@ -560,6 +654,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &P.timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
+    if (s == FSDP_OK) s = long_run_flags(&flags);
     fsdp_ctl *ctl = NULL;
     fsdp_status made = make_backend(&ctl, &P.host_coll);
     if (made == FSDP_OK) s = agree_flags(s, ctl, &flags, *argc, argv);
@@ -581,6 +676,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
                                                                   .recompute = trains });
     P.run.checkpoint = flags.checkpoint;
     P.run.resume = flags.resume;
+    P.run.resume_auto = flags.resume_auto;
+    P.run.keep_batch = flags.keep_batch;
+    if (s == FSDP_OK && (flags.every || flags.resume_auto) && !(P.run.backup = fsdp_resume_backup(*argc, argv)))
+        s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();

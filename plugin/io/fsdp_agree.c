@@ -165,8 +165,9 @@ fsdp_status fsdp_agree_start(fsdp_ctl *be, fsdp_status local, const fsdp_agree_f
 }
 
 /* Darknet's read_option: `key=value` with every space and tab removed. */
-static int train_list(const char *data, char *out, size_t n)
+int fsdp_data_value(const char *data, const char *key, char *out, size_t n)
 {
+    size_t klen = strlen(key);
     FILE *f = fopen(data, "r");
     if (!f) return 0;
     char line[4096];
@@ -176,8 +177,8 @@ static int train_list(const char *data, char *out, size_t n)
         for (char *r = line; *r; ++r)
             if (*r != ' ' && *r != '\t' && *r != '\n' && *r != '\r') *w++ = *r;
         *w = 0;
-        if (!strncmp(line, "train=", 6)) {
-            snprintf(out, n, "%s", line + 6);
+        if (!strncmp(line, key, klen) && line[klen] == '=') {
+            snprintf(out, n, "%s", line + klen + 1);
             found = 1;
         }
     }
@@ -195,21 +196,29 @@ static fsdp_status add_file(const char *file, const char *what, uint64_t *v, int
     return FSDP_OK;
 }
 
+const char *fsdp_data_arg(int argc, char **argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        size_t len = strlen(argv[i]);
+        if (len >= 5 && !strcmp(argv[i] + len - 5, ".data")) return argv[i];
+    }
+    return NULL;
+}
+
 fsdp_status fsdp_agree_data(int argc, char **argv, uint64_t *hash, char *shown, size_t n)
 {
     uint64_t v[6] = { 0 };
     int nv = 0;
     *hash = 0;
     snprintf(shown, n, "none");
-    for (int i = 1; i < argc && !nv; ++i) {
-        size_t len = strlen(argv[i]);
-        if (len < 5 || strcmp(argv[i] + len - 5, ".data")) continue;
-        snprintf(shown, n, "%s", argv[i]);
-        FSDP_TRY(add_file(argv[i], "the data file", v, &nv));
+    const char *data = fsdp_data_arg(argc, argv);
+    if (data) {
+        snprintf(shown, n, "%s", data);
+        FSDP_TRY(add_file(data, "the data file", v, &nv));
         char list[4096];
-        if (train_list(argv[i], list, sizeof list)) {
+        if (fsdp_data_value(data, "train", list, sizeof list)) {
             char what[4200];
-            snprintf(what, sizeof what, "the train list %s names", argv[i]);
+            snprintf(what, sizeof what, "the train list %s names", data);
             FSDP_TRY(add_file(list, what, v, &nv));
         }
     }

@@ -55,6 +55,11 @@ fsdp_status fsdp_agree_network(fsdp_ctl *be, const fsdp_agree *a, const network 
  * An error naming the file when one cannot be read (a refusal on this
  * rank). */
 fsdp_status fsdp_agree_data(int argc, char **argv, uint64_t *hash, char *shown, size_t n);
+/* The command's .data file (the first argument ending in .data), or NULL. */
+const char *fsdp_data_arg(int argc, char **argv);
+/* KEY's value in a .data file, as Darknet reads it (blanks dropped): 1 and
+ * out filled when it is there, else 0. */
+int fsdp_data_value(const char *data, const char *key, char *out, size_t n);
 
 /* One command-line setting every rank must share: a flag's name and its
  * value (a switch: 0/1; a string: its checksum) and how to show it. */

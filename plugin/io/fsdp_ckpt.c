@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,12 @@
 #define CKPT_MAGIC "FSDPCKP3"
 #define CKPT_MAGIC_V2 "FSDPCKP2"   /* before checksums and run identity: refused by name */
 #define CKPT_MAGIC_V1 "FSDPCKP1"   /* before the layout fields */
+/* A file of a checkpoint on the clock, which has no weights file beside
+ * it: after the buffers, the extras (a uint64 count, then that many
+ * floats): the rolling statistics of every layer with batch norm, in
+ * layout order (each rank its own), and in rank 0's file the replicated
+ * frozen flats whole.  Its seen is the run's, not a weights file's. */
+#define CKPT_SELF 1u
 
 /* Format 3 (docs/DESIGN.md, "Checkpoints"), host byte order:
  *   ckpt_header
@@ -29,7 +36,7 @@ typedef struct ckpt_header {
     uint32_t strategy;
     uint32_t adam;
     uint32_t align;          /* the flats' tensor alignment in floats: 1 on the host, 64 on a GPU */
-    uint32_t pad;
+    uint32_t flags;          /* CKPT_SELF: carries what a weights file would (0 in files beside one) */
     uint64_t floats;         /* every float of the buffers */
     uint64_t layout_hash;    /* flats' sizes and kinds: what resuming on any world needs alike */
     uint64_t run_id;         /* the same in every shard file of a run */
@@ -134,16 +141,110 @@ static fsdp_status weights_identity(fsdp_engine *e, const char *weights, uint64_
 
 /* ---- writing -------------------------------------------------------------- */
 
+/* Where a file's bytes go: a stream (hashed on the way), or a snapshot
+ * image in memory (hashed by whoever stores it, off the step). */
 typedef struct ckpt_out {
     FILE *f;
     fsdp_hasher sum;
     int failed;
+    unsigned char *mem;
+    size_t at;
 } ckpt_out;
 
 static void out_put(ckpt_out *o, const void *p, size_t bytes)
 {
+    if (o->mem) {
+        memcpy(o->mem + o->at, p, bytes);
+        o->at += bytes;
+        return;
+    }
     fsdp_hasher_add(&o->sum, p, bytes);
     if (!o->failed && bytes && fwrite(p, 1, bytes, o->f) != bytes) o->failed = 1;
+}
+
+/* The layers whose rolling statistics a weights file carries: each owner
+ * of a flat's tensors with batch norm (sub-layers of recurrent layers
+ * included), once, in layout order.  Returns how many; *out (malloc'd)
+ * lists them. */
+static int bn_owners(fsdp_engine *e, layer ***out)
+{
+    int cap = 0, n = 0;
+    layer **l = NULL;
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
+        const fsdp_flat *f = fsdp_engine_flat(e, i);
+        for (int t = 0; t < f->nt; ++t) {
+            layer *o = f->t[t].owner;
+            if (!o->batch_normalize || !o->rolling_mean || !o->rolling_variance || o->out_c < 1) continue;
+            int dup = 0;
+            for (int k = n - 1; k >= 0 && !dup; --k) dup = l[k] == o;
+            if (dup) continue;
+            if (n == cap) {
+                layer **m = realloc(l, (size_t)(cap = cap ? 2 * cap : 32) * sizeof *m);
+                if (!m) { free(l); *out = NULL; return -1; }
+                l = m;
+            }
+            l[n++] = o;
+        }
+    }
+    *out = l;
+    return n;
+}
+
+/* Replicated frozen flats: every rank holds them whole, none a part. */
+static int replicated(const fsdp_flat *f)
+{
+    return f->nt && !f->own && f->full;
+}
+
+/* The extras' floats: rolling statistics, and the replicated frozen
+ * flats (in rank 0's file); -1 out of memory. */
+static int extras_sizes(fsdp_engine *e, size_t *rolling, size_t *rep)
+{
+    layer **l;
+    int n = bn_owners(e, &l);
+    if (n < 0) return -1;
+    *rolling = *rep = 0;
+    for (int i = 0; i < n; ++i) *rolling += 2 * (size_t)l[i]->out_c;
+    free(l);
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i)
+        if (replicated(fsdp_engine_flat(e, i))) *rep += fsdp_engine_flat(e, i)->count;
+    return 0;
+}
+
+/* Floats of this rank's extras; (size_t)-1 out of memory. */
+static size_t extras_floats(fsdp_engine *e)
+{
+    size_t rolling, rep;
+    if (extras_sizes(e, &rolling, &rep) != 0) return (size_t)-1;
+    return rolling + (fsdp_engine_ctl(e)->rank == 0 ? rep : 0);
+}
+
+/* Copies the extras to or from host floats x (extras_floats of them):
+ * out 1 from the run, 0 into it (rank 0's part: replicated, from the file
+ * that has it). */
+static fsdp_status extras_move(fsdp_engine *e, float *x, int out, int replicated_too)
+{
+    const fsdp_mem_ctx *mem = fsdp_engine_mem(e);
+    layer **l;
+    int n = bn_owners(e, &l);
+    if (n < 0) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = FSDP_OK;
+    for (int i = 0; i < n && s == FSDP_OK; ++i) {
+        float *m, *v;
+        size_t c = (size_t)l[i]->out_c;
+        fsdp_layer_rolling(l[i], mem->device, &m, &v);
+        s = out ? fsdp_mem_to_host(mem, x, m, c) : fsdp_mem_from_host(mem, m, x, c);
+        if (s == FSDP_OK) s = out ? fsdp_mem_to_host(mem, x + c, v, c) : fsdp_mem_from_host(mem, v, x + c, c);
+        x += 2 * c;
+    }
+    free(l);
+    for (int i = 0; i < fsdp_engine_nflats(e) && s == FSDP_OK && replicated_too; ++i) {
+        fsdp_flat *f = fsdp_engine_flat(e, i);
+        if (!replicated(f)) continue;
+        s = out ? fsdp_mem_to_host(mem, x, f->full, f->count) : fsdp_mem_from_host(mem, f->full, x, f->count);
+        x += f->count;
+    }
+    return s;
 }
 
 static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h, float *host)
@@ -157,48 +258,76 @@ static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h,
         fsdp_flat *f = fsdp_engine_flat(e, i);
         fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         for (int b = 0; b < p.nbuf; ++b) {
+            if (o->mem) {   /* straight into the image */
+                FSDP_TRY(fsdp_mem_to_host(fsdp_engine_mem(e), (float *)(o->mem + o->at), p.buf[b], p.n));
+                o->at += p.n * sizeof(float);
+                continue;
+            }
             FSDP_TRY(fsdp_mem_to_host(fsdp_engine_mem(e), host, p.buf[b], p.n));
             out_put(o, host, p.n * sizeof(float));
         }
     }
+    if (h->flags & CKPT_SELF) {
+        uint64_t k = extras_floats(e);
+        out_put(o, &k, sizeof k);
+        float *x = o->mem ? (float *)(o->mem + o->at) : malloc(k * sizeof(float) + 1);
+        if (!x) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory writing a checkpoint");
+        fsdp_status s = extras_move(e, x, 1, fsdp_engine_ctl(e)->rank == 0);
+        if (o->mem) o->at += k * sizeof(float);
+        else if (s == FSDP_OK) out_put(o, x, k * sizeof(float));
+        if (!o->mem) free(x);
+        FSDP_TRY(s);
+    }
+    if (o->mem) return FSDP_OK;   /* the checksum is the storer's */
     uint64_t sum = fsdp_hasher_end(&o->sum);
     if (!o->failed && fwrite(&sum, sizeof sum, 1, o->f) != 1) o->failed = 1;
     return FSDP_OK;
 }
 
-fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights)
+/* Syncs the folder holding path, so a rename into it lasts a crash. */
+static int sync_folder(const char *path)
 {
-    uint64_t id[3] = { 0, 0, 0 };
-    FSDP_TRY(weights_identity(e, weights, id));
-    char *path = shard_path(weights, fsdp_engine_ctl(e)->rank, fsdp_engine_ctl(e)->world);
-    char *tmp = path ? malloc(strlen(path) + 5) : NULL;
+    char *copy = strdup(path);
+    if (!copy) return -1;
+    char *slash = strrchr(copy, '/');
+    const char *dir = slash ? (slash == copy ? "/" : copy) : ".";
+    if (slash && slash != copy) *slash = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    int rc = fd < 0 ? -1 : fsync(fd);
+    if (fd >= 0) close(fd);
+    free(copy);
+    return rc;
+}
+
+/* Writes this rank's file to path (through PATH.tmp, synced, renamed into
+ * place); *bytes and *sum (when not NULL): its size and checksum. */
+static fsdp_status write_file(fsdp_engine *e, const char *path, ckpt_header *h, uint64_t *bytes, uint64_t *sum)
+{
+    char *tmp = malloc(strlen(path) + 5);
     float *host = malloc(largest_own(e) * sizeof(float));
     fsdp_status s = FSDP_OK;
     const char *why = NULL;
-    if (!path || !tmp || !host) {
+    if (!tmp || !host) {
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory writing a checkpoint");
         goto out;
     }
     sprintf(tmp, "%s.tmp", path);
-    ckpt_out o = { fopen(tmp, "wb"), { 0 }, 0 };
+    ckpt_out o = { fopen(tmp, "wb"), { 0 }, 0, NULL, 0 };
     if (!o.f) {
         s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", tmp, strerror(errno));
         goto out;
     }
-    ckpt_header h = header_of(e, net);
-    h.run_id = id[2];
-    h.weights_size = id[0];
-    h.weights_hash = id[1];
     fsdp_hasher_init(&o.sum);
     errno = 0;
-    s = write_body(e, &o, &h, host);
-    if (s == FSDP_OK && (o.failed || fflush(o.f) != 0)) s = FSDP_ERR_IO;
+    s = write_body(e, &o, h, host);
+    if (s == FSDP_OK && (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0)) s = FSDP_ERR_IO;
     if (s != FSDP_OK) why = errno ? strerror(errno) : "write failed";
+    if (bytes) *bytes = (uint64_t)ftello(o.f);
     if (fclose(o.f) != 0 && s == FSDP_OK) {
         s = FSDP_ERR_IO;
         why = strerror(errno);
     }
-    if (s == FSDP_OK && rename(tmp, path) != 0) {
+    if (s == FSDP_OK && (rename(tmp, path) != 0 || sync_folder(path) != 0)) {
         s = FSDP_ERR_IO;
         why = strerror(errno);
     }
@@ -206,11 +335,103 @@ fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights)
         remove(tmp);
         s = fsdp_fail(s, "cannot write the checkpoint %s: %s", path, why ? why : fsdp_status_str(s));
     }
+    if (sum) *sum = fsdp_hasher_end(&o.sum);
 out:
-    free(path);
     free(tmp);
     free(host);
     return s;
+}
+
+fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights)
+{
+    uint64_t id[3] = { 0, 0, 0 };
+    FSDP_TRY(weights_identity(e, weights, id));
+    char *path = shard_path(weights, fsdp_engine_ctl(e)->rank, fsdp_engine_ctl(e)->world);
+    if (!path) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory writing a checkpoint");
+    ckpt_header h = header_of(e, net);
+    h.run_id = id[2];
+    h.weights_size = id[0];
+    h.weights_hash = id[1];
+    fsdp_status s = write_file(e, path, &h, NULL, NULL);
+    free(path);
+    return s;
+}
+
+/* ---- self-contained files (checkpoints on the clock) ---------------------- */
+
+char *fsdp_ckpt_shard_path(const char *base, int rank, int world)
+{
+    return shard_path(base, rank, world);
+}
+
+fsdp_status fsdp_ckpt_run_id(fsdp_engine *e, uint64_t *id)
+{
+    if (fsdp_engine_ctl(e)->rank == 0 && !run_id) run_id = new_run_id();
+    FSDP_TRY(fsdp_ctl_broadcast(fsdp_engine_ctl(e), &run_id, sizeof run_id, 0));
+    *id = run_id;
+    return FSDP_OK;
+}
+
+static ckpt_header self_header(fsdp_engine *e, const network *net, uint64_t id)
+{
+    ckpt_header h = header_of(e, net);
+    h.flags = CKPT_SELF;
+    h.run_id = id;
+    return h;
+}
+
+size_t fsdp_ckpt_self_bytes(fsdp_engine *e, const network *net)
+{
+    ckpt_header h = header_of(e, net);
+    size_t k = extras_floats(e);
+    if (k == (size_t)-1) return 0;
+    return sizeof h + (size_t)fsdp_engine_nflats(e) * sizeof(ckpt_flat) + (size_t)h.floats * sizeof(float) +
+           sizeof(uint64_t) + k * sizeof(float) + sizeof(uint64_t);
+}
+
+fsdp_status fsdp_ckpt_self_image(fsdp_engine *e, const network *net, uint64_t id, void *img)
+{
+    ckpt_header h = self_header(e, net, id);
+    ckpt_out o = { NULL, { 0 }, 0, img, 0 };
+    return write_body(e, &o, &h, NULL);
+}
+
+fsdp_status fsdp_ckpt_self_write(fsdp_engine *e, const network *net, uint64_t id, const char *path, uint64_t *bytes,
+                                 uint64_t *sum)
+{
+    ckpt_header h = self_header(e, net, id);
+    return write_file(e, path, &h, bytes, sum);
+}
+
+int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *sum, char *why, size_t whylen)
+{
+    unsigned char *b = img;
+    *sum = fsdp_hash(b, bytes - sizeof *sum);
+    memcpy(b + bytes - sizeof *sum, sum, sizeof *sum);
+    size_t n = strlen(path) + 5;
+    char *tmp = malloc(n);
+    if (!tmp) { snprintf(why, whylen, "out of memory"); return -1; }
+    snprintf(tmp, n, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = fd < 0 ? -1 : 0;
+    for (size_t at = 0; rc == 0 && at < bytes;) {
+        ssize_t k = write(fd, b + at, bytes - at > (1u << 24) ? (1u << 24) : bytes - at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) rc = -1;
+        else at += (size_t)k;
+    }
+    if (rc == 0 && fsync(fd) != 0) rc = -1;
+    if (rc != 0) snprintf(why, whylen, "%s: %s", fd < 0 ? tmp : path, strerror(errno));
+    if (fd >= 0 && close(fd) != 0 && rc == 0) {
+        rc = -1;
+        snprintf(why, whylen, "%s: %s", path, strerror(errno));
+    }
+    if (rc == 0 && (rename(tmp, path) != 0 || sync_folder(path) != 0)) {
+        rc = -1;
+        snprintf(why, whylen, "%s: %s", path, strerror(errno));
+    }
+    if (rc != 0) remove(tmp);
+    free(tmp);
+    return rc;
 }
 
 /* ---- reading -------------------------------------------------------------- */
@@ -222,6 +443,7 @@ typedef struct ckpt_in {
     ckpt_header h;
     ckpt_flat *flats;
     uint64_t *at;            /* per flat: where its first buffer starts in the file */
+    uint64_t extras_at, extras_n;   /* CKPT_SELF: where the extras' floats start, and how many */
 } ckpt_in;
 
 static void in_close(ckpt_in *in)
@@ -235,7 +457,7 @@ static void in_close(ckpt_in *in)
 
 /* The world a checkpoint beside `weights` was written by: this run's when
  * its rank 0 file is there, else the one world whose rank 0 file is. */
-static fsdp_status find_world(const char *weights, int mine, int *world)
+fsdp_status fsdp_ckpt_world(const char *weights, int mine, int *world)
 {
     char *p = shard_path(weights, 0, mine);
     if (!p) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
@@ -302,7 +524,11 @@ static fsdp_status check_header(fsdp_engine *e, const network *net, const ckpt_i
                          "weights file it was saved with", path, (unsigned long long)h->weights_size,
                          (unsigned long long)h->weights_hash, (unsigned long long)weights_size,
                          (unsigned long long)weights_hash);
-    if (h->seen != want.seen)
+    if ((h->flags & CKPT_SELF) && h->strategy != want.strategy)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s is a checkpoint on the clock of shard=%s, and this run is "
+                         "shard=%s: such checkpoints resume on any world size, with the same strategy", path,
+                         fsdp_strategy_str((fsdp_strategy)h->strategy), fsdp_strategy_str((fsdp_strategy)want.strategy));
+    if (!(h->flags & CKPT_SELF) && h->seen != want.seen)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s is from another save than the weights file (seen %llu, "
                          "weights file %llu); resume from the weights file it was saved with", path,
                          (unsigned long long)h->seen, (unsigned long long)want.seen);
@@ -340,6 +566,13 @@ static fsdp_status in_open(fsdp_engine *e, const network *net, ckpt_in *in, cons
     if (floats != in->h.floats)
         return fsdp_fail(FSDP_ERR_CONFIG, "%s: its table holds %llu floats, its header %llu (corrupt)", path,
                          (unsigned long long)floats, (unsigned long long)in->h.floats);
+    if (in->h.flags & CKPT_SELF) {
+        if (fseeko(in->f, (off_t)at, SEEK_SET) != 0 || fread(&in->extras_n, sizeof in->extras_n, 1, in->f) != 1 ||
+            in->extras_n > ((uint64_t)1 << 40))
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
+        in->extras_at = at + sizeof in->extras_n;
+        at = in->extras_at + in->extras_n * sizeof(float);
+    }
     /* The whole file against its checksum, before any of it is used. */
     static unsigned char buf[1 << 20];
     fsdp_hasher sum;
@@ -426,7 +659,7 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
         fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         /* Frozen parameters a writer kept no part of (replicated under
          * grad_op and none) are the weights file's, already loaded. */
-        if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;
+        if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;   /* or the extras' */
         for (uint32_t b = 0; b < mine.nbuf && s == FSDP_OK; ++b) {
             s = fill(e, net, set, i, b, &mine, host);
             if (s == FSDP_OK) s = fsdp_mem_from_host(fsdp_engine_mem(e), p.buf[b], host, mine.n);
@@ -466,6 +699,30 @@ static fsdp_status agree_files(fsdp_engine *e, const ckpt_header *h, const char 
     return FSDP_OK;
 }
 
+/* A self-contained checkpoint's extras: the rolling statistics from the
+ * file this rank reads first, the replicated frozen flats from rank 0's. */
+static fsdp_status load_extras(fsdp_engine *e, const network *net, ckpt_set *set)
+{
+    size_t rolling, rep;
+    if (extras_sizes(e, &rolling, &rep) != 0) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    ckpt_in *own = &set->files[set->ref], *zero = &set->files[0];
+    if (!zero->f) FSDP_TRY(in_open(e, net, zero, set->weights, 0, set->world, set->wsize, set->whash));
+    if (own->extras_n < rolling || zero->extras_n != rolling + rep)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: its rolling statistics and frozen parameters (%llu floats) are "
+                         "not this network's (%zu; another cfg?)", zero->path, (unsigned long long)zero->extras_n,
+                         rolling + rep);
+    float *x = malloc((rolling + rep) * sizeof(float) + 1);
+    if (!x) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
+    fsdp_status s = FSDP_OK;
+    if (fseeko(own->f, (off_t)own->extras_at, SEEK_SET) != 0 || fread(x, sizeof(float), rolling, own->f) != rolling ||
+        fseeko(zero->f, (off_t)(zero->extras_at + rolling * sizeof(float)), SEEK_SET) != 0 ||
+        fread(x + rolling, sizeof(float), rep, zero->f) != rep)
+        s = fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read its rolling statistics", own->path);
+    if (s == FSDP_OK) s = extras_move(e, x, 0, 1);
+    free(x);
+    return s;
+}
+
 fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
                            uint64_t weights_hash)
 {
@@ -477,7 +734,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     if (!weights)
         s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume needs the weights file the checkpoint was saved "
                       "with on the command line");
-    if (s == FSDP_OK) s = find_world(weights, fsdp_engine_ctl(e)->world, &world);
+    if (s == FSDP_OK) s = fsdp_ckpt_world(weights, fsdp_engine_ctl(e)->world, &world);
     if (s == FSDP_OK && !(files = calloc((size_t)world, sizeof *files)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     /* On the same world each rank reads its own file; on another, the files
@@ -487,6 +744,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     if (s == FSDP_OK) s = in_open(e, net, &files[mine], weights, mine, world, weights_size, weights_hash);
     if (s == FSDP_OK) h = files[mine].h;
     if (s == FSDP_OK) s = load_parts(e, net, &set);
+    if (s == FSDP_OK && (h.flags & CKPT_SELF)) s = load_extras(e, net, &set);
     const char *named = files && files[mine].path ? files[mine].path : weights ? weights : "-fsdp-resume";
     char *path = strdup(named);
     for (int r = 0; files && r < world; ++r) in_close(&files[r]);
@@ -496,6 +754,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     if (s == FSDP_OK) s = agree_files(e, &h, path ? path : "-fsdp-resume");
     if (s == FSDP_OK) {
         *net->t = h.t;
+        if (h.flags & CKPT_SELF) *net->seen = h.seen;   /* no weights file said it */
         run_id = h.run_id;   /* rank 0 says what was resumed (fsdp_report_resume) */
     }
     free(path);

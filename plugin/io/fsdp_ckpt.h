@@ -25,9 +25,36 @@ fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights);
  * weights_hash) stops every rank with a message naming it. */
 fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
                            uint64_t weights_hash);
+/* The world a checkpoint beside `weights` was written by: `mine` when its
+ * rank-0 file is there, else the one world whose rank-0 file is (an
+ * error naming the file when there is none, or several). */
+fsdp_status fsdp_ckpt_world(const char *weights, int mine, int *world);
 /* Before a save of `weights`: removes the *.tmp files an interrupted save
  * left beside it (rank 0: weights files and every rank's shards of another
  * world size; each rank: its own shards). */
 void fsdp_ckpt_clean_tmp(const char *weights, int rank, int world);
+
+/* ---- checkpoints on the clock (fsdp_clock.h) ------------------------------
+ * Self-contained files: besides the parts, each rank's rolling statistics
+ * and, in rank 0's, the replicated frozen flats, with the run's seen; no
+ * weights file beside them.  fsdp_ckpt_read(e, net, BASE, 0, 0) resumes
+ * one (same strategy, any world). */
+
+/* BASE.fsdp-R-of-N (malloc'd). */
+char *fsdp_ckpt_shard_path(const char *base, int rank, int world);
+/* Collective: the run's identity (rank 0 draws it at the first save). */
+fsdp_status fsdp_ckpt_run_id(fsdp_engine *e, uint64_t *id);
+/* Bytes of this rank's self-contained file (0: out of memory). */
+size_t fsdp_ckpt_self_bytes(fsdp_engine *e, const network *net);
+/* This rank's file, all but the checksum, into img (fsdp_ckpt_self_bytes):
+ * the snapshot a writer thread stores.  Not collective. */
+fsdp_status fsdp_ckpt_self_image(fsdp_engine *e, const network *net, uint64_t run_id, void *img);
+/* The same file written straight to path (through path.tmp, synced). */
+fsdp_status fsdp_ckpt_self_write(fsdp_engine *e, const network *net, uint64_t run_id, const char *path,
+                                 uint64_t *bytes, uint64_t *sum);
+/* Stores an image at path: its checksum into the last 8 bytes (*sum),
+ * path.tmp written and synced, renamed, the folder synced.  No MPI, no
+ * printing (any thread); -1 with why filled on failure. */
+int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *sum, char *why, size_t whylen);
 
 #endif

@@ -7,15 +7,18 @@
 #define VALUE(field) offsetof(fsdp_flags, field)
 
 const fsdp_flag fsdp_flag_table[] = {
-    { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", VALUE(stats) },
-    { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", VALUE(log) },
-    { "-fsdp-backend", "mpi|mpi-staged|nccl", "host runs: mpi; GPU runs: nccl (default, one GPU per rank) or mpi-staged (MPI through host memory)", VALUE(backend) },
-    { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (default 600, 0: never)", VALUE(timeout) },
-    { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint) },
-    { "-fsdp-resume", NULL, "load those shard checkpoints beside the weights file given; training continues exactly", VALUE(resume) },
-    { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan) },
-    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget) },
-    { "-fsdp-help", NULL, "print this help and exit", VALUE(help) },
+    { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", VALUE(stats), NULL, 0 },
+    { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", VALUE(log), NULL, 0 },
+    { "-fsdp-backend", "mpi|mpi-staged|nccl", "host runs: mpi; GPU runs: nccl (default, one GPU per rank) or mpi-staged (MPI through host memory)", VALUE(backend), NULL, 0 },
+    { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (default 600, 0: never)", VALUE(timeout), NULL, 0 },
+    { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint), NULL, 0 },
+    { "-fsdp-checkpoint-every", "MINUTES", "also write a checkpoint at the first step after each MINUTES (in the background) into BACKUP/NAME.fsdp", VALUE(every), NULL, 0 },
+    { "-fsdp-checkpoint-keep", "K", "with -fsdp-checkpoint-every: keep the newest K complete ones (default 2)", VALUE(keep), NULL, 0 },
+    { "-fsdp-resume", NULL, "load the shard checkpoints beside the weights file given; auto: the newest complete one of -fsdp-checkpoint-every, or start afresh", VALUE(resume), "auto", VALUE(resume_auto) },
+    { "-fsdp-keep-batch", NULL, "resuming on another number of ranks: keep the checkpoint's global batch (more subdivisions per rank)", VALUE(keep_batch), NULL, 0 },
+    { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan), NULL, 0 },
+    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget), NULL, 0 },
+    { "-fsdp-help", NULL, "print this help and exit", VALUE(help), NULL, 0 },
 };
 const int fsdp_nflags = (int)(sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]);
 
@@ -55,7 +58,7 @@ static fsdp_status unknown(const char *name)
         int d = distance(name, fsdp_flag_table[i].name);
         if (d < best) { best = d; near = &fsdp_flag_table[i]; }
     }
-    char known[256] = "";
+    char known[512] = "";
     for (int i = 0; i < fsdp_nflags; ++i) {
         strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
         strncat(known, fsdp_flag_table[i].name, sizeof known - strlen(known) - 1);
@@ -85,6 +88,10 @@ fsdp_status fsdp_flags_take(int *argc, char **argv, fsdp_flags *out)
             n = 2;
         } else {
             *(int *)field = 1;
+            if (f->word && i + 1 < *argc && !strcmp(argv[i + 1], f->word)) {
+                *(int *)((char *)out + f->word_offset) = 1;
+                n = 2;
+            }
         }
         for (int j = i; j + n <= *argc; ++j) argv[j] = argv[j + n];
         *argc -= n;
@@ -113,7 +120,8 @@ void fsdp_help_print(FILE *f)
     for (int i = 0; i < fsdp_nflags; ++i) {
         const fsdp_flag *fl = &fsdp_flag_table[i];
         char head[64];
-        snprintf(head, sizeof head, "%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        if (fl->word) snprintf(head, sizeof head, "%s [%s]", fl->name, fl->word);
+        else snprintf(head, sizeof head, "%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
         fprintf(f, "  %-32s %s\n", head, fl->help);
     }
     fputs("\ncfg keys, per layer:\n", f);

@@ -16,7 +16,11 @@ typedef struct fsdp_flags {
     const char *plan;      /* -fsdp-plan N (fsdp_planner.h) */
     const char *budget;    /* -fsdp-budget MB, with -fsdp-plan */
     int checkpoint;        /* -fsdp-checkpoint */
+    const char *every;     /* -fsdp-checkpoint-every MINUTES (fsdp_clock.h) */
+    const char *keep;      /* -fsdp-checkpoint-keep K */
     int resume;            /* -fsdp-resume */
+    int resume_auto;       /* -fsdp-resume auto */
+    int keep_batch;        /* -fsdp-keep-batch */
     int help;              /* -fsdp-help */
 } fsdp_flags;
 
@@ -25,6 +29,8 @@ typedef struct fsdp_flag {
     const char *arg;       /* the value's name in help ("FILE"); NULL for a switch */
     const char *help;      /* one line */
     size_t offset;         /* in fsdp_flags: a const char * with arg, an int without */
+    const char *word;      /* a switch's one optional value ("auto"), which sets the int at word_offset */
+    size_t word_offset;
 } fsdp_flag;
 
 extern const fsdp_flag fsdp_flag_table[];

@@ -1,0 +1,241 @@
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "fsdp_ckpt.h"
+#include "fsdp_clock.h"
+#include "fsdp_manifest.h"
+
+typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
+
+struct fsdp_clock {
+    fsdp_engine *e;
+    fsdp_clock_opts o;
+    char *folder, *name;
+    clock_state state;
+    double next_due;          /* rank 0: monotonic seconds */
+    /* the checkpoint in flight */
+    long step;
+    uint64_t seen, run_id;
+    char *dir, *path;
+    double started, stall_s;
+    /* the snapshot and its writer */
+    unsigned char *snap;
+    size_t snap_bytes;
+    int foreground;           /* the step writes the file itself */
+    int said_foreground;
+    pthread_t thread;
+    int thread_live;
+    atomic_int writer_busy;
+    int writer_rc;
+    uint64_t file_bytes, file_sum;
+    double write_s;
+    char why[512];
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Bytes the kernel says this machine could still give (MemAvailable); 0
+ * where it does not say. */
+static size_t available_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return (size_t)kb * 1024;
+}
+
+fsdp_status fsdp_clock_create(fsdp_engine *e, const network *net, const fsdp_clock_opts *o, fsdp_clock **out)
+{
+    fsdp_clock *c = calloc(1, sizeof *c);
+    if (!c) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    c->e = e;
+    c->o = *o;
+    c->folder = strdup(o->folder);
+    c->name = strdup(o->name);
+    if (!c->folder || !c->name) {
+        fsdp_clock_free(c);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    c->o.folder = c->folder;
+    c->o.name = c->name;
+    c->next_due = now_s() + o->every_s;
+    c->snap_bytes = fsdp_ckpt_self_bytes(e, net);
+    /* The machine's ranks each hold one: at most half of what is free. */
+    size_t avail = available_bytes(), all = c->snap_bytes * (size_t)(o->local_ranks > 0 ? o->local_ranks : 1);
+    const char *fg = getenv("FSDP_CHECKPOINT_FOREGROUND");
+    if (fg && !strcmp(fg, "1")) {
+        c->foreground = 1;
+        snprintf(c->why, sizeof c->why, "FSDP_CHECKPOINT_FOREGROUND=1");
+    } else if (!c->snap_bytes || (avail && all > avail / 2) || !(c->snap = malloc(c->snap_bytes))) {
+        c->foreground = 1;
+        snprintf(c->why, sizeof c->why, "a snapshot of %.1f MB per rank (%.1f MB for this machine's %d) does not "
+                 "fit in half of the %.1f MB free", c->snap_bytes / 1e6, all / 1e6, o->local_ranks, avail / 1e6);
+    }
+    *out = c;
+    return FSDP_OK;
+}
+
+size_t fsdp_clock_snapshot_bytes(const fsdp_clock *c)
+{
+    return c && !c->foreground ? c->snap_bytes : 0;
+}
+
+static void *writer(void *arg)
+{
+    fsdp_clock *c = arg;
+    double t0 = now_s();
+    c->writer_rc = fsdp_ckpt_image_store(c->path, c->snap, c->snap_bytes, &c->file_sum, c->why, sizeof c->why);
+    c->file_bytes = c->snap_bytes;
+    c->write_s = now_s() - t0;
+    atomic_store(&c->writer_busy, 0);
+    return NULL;
+}
+
+static void clear_flight(fsdp_clock *c)
+{
+    free(c->dir);
+    free(c->path);
+    c->dir = c->path = NULL;
+}
+
+/* Every rank: its file of the checkpoint at this step, written by its
+ * thread from a snapshot, or here. */
+static fsdp_status start(fsdp_clock *c, network *net)
+{
+    FSDP_ASSERT(c->state == CLOCK_IDLE, "clock start: IDLE");
+    const fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
+    FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
+    double t0 = now_s();
+    c->step = (long)get_current_batch(net);
+    c->seen = (uint64_t)*net->seen;
+    c->dir = fsdp_manifest_step_dir(c->folder, c->step);
+    size_t n = c->dir ? strlen(c->dir) + strlen(c->name) + 48 : 0;
+    c->path = n ? malloc(n) : NULL;
+    fsdp_status s = c->path ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (s == FSDP_OK) {
+        snprintf(c->path, n, "%s/%s.fsdp-%d-of-%d", c->dir, c->name, ctl->rank, ctl->world);
+        /* Each rank makes the folders it writes into (one machine's
+         * mkdir may race another's: EEXIST is theirs). */
+        if ((mkdir(c->folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->dir, 0755) != 0 && errno != EEXIST))
+            s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->dir, strerror(errno));
+    }
+    if (s == FSDP_OK && c->foreground) {
+        c->writer_rc = 0;
+        s = fsdp_ckpt_self_write(c->e, net, c->run_id, c->path, &c->file_bytes, &c->file_sum);
+        if (s != FSDP_OK) {
+            c->writer_rc = -1;
+            snprintf(c->why, sizeof c->why, "%s: not written", c->path);
+            s = FSDP_OK;   /* told to every rank when the checkpoint completes */
+        }
+        c->write_s = now_s() - t0;
+    } else if (s == FSDP_OK) {
+        s = fsdp_ckpt_self_image(c->e, net, c->run_id, c->snap);
+        if (s == FSDP_OK) {
+            atomic_store(&c->writer_busy, 1);
+            if (pthread_create(&c->thread, NULL, writer, c) != 0) {
+                atomic_store(&c->writer_busy, 0);
+                s = fsdp_fail(FSDP_ERR_IO, "cannot start the checkpoint writer: %s", strerror(errno));
+            } else {
+                c->thread_live = 1;
+            }
+        }
+    }
+    c->stall_s = now_s() - t0;
+    c->started = t0;
+    if (s != FSDP_OK) {
+        clear_flight(c);
+        return s;
+    }
+    c->state = CLOCK_WRITING;
+    return FSDP_OK;
+}
+
+/* Every rank, once every writer is done: rank 0 makes the checkpoint
+ * complete and keeps the newest `keep`. */
+static fsdp_status complete(fsdp_clock *c)
+{
+    FSDP_ASSERT(c->state == CLOCK_WRITING, "clock complete: WRITING");
+    fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
+    if (c->thread_live) pthread_join(c->thread, NULL);
+    c->thread_live = 0;
+    c->state = CLOCK_IDLE;
+    fsdp_status s = c->writer_rc == 0 ? FSDP_OK
+                                      : fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", c->path, c->why);
+    s = fsdp_ctl_all_ok(ctl, s, FSDP_ERR_IO, "could not write its checkpoint file");
+    uint64_t *v = s == FSDP_OK ? calloc(2 * (size_t)ctl->world, sizeof *v) : NULL;
+    if (s == FSDP_OK && !v) s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (s == FSDP_OK) {
+        v[ctl->rank] = c->file_bytes;
+        v[ctl->world + ctl->rank] = c->file_sum;
+        s = fsdp_ctl_max_u64(ctl, v, 2 * (size_t)ctl->world);
+    }
+    fsdp_status w = FSDP_OK;
+    if (s == FSDP_OK && ctl->rank == 0) {
+        fsdp_manifest m = { c->run_id, c->seen, c->step, ctl->world, v, v + ctl->world };
+        w = fsdp_manifest_write(c->dir, c->name, &m);
+        if (w == FSDP_OK) {
+            fsdp_manifest_prune(c->folder, c->step, c->o.keep);
+            uint64_t all = 0;
+            for (int r = 0; r < ctl->world; ++r) all += v[r];
+            fprintf(stderr, "fsdp: checkpoint %s complete: %d files, %.1f MB; the step stopped %.3f s, the "
+                    "file was written %s in %.2f s\n", c->dir, ctl->world, all / 1e6, c->stall_s,
+                    c->foreground ? "in the foreground" : "in the background", c->write_s);
+        }
+    }
+    if (s == FSDP_OK) s = fsdp_ctl_all_ok(ctl, w, FSDP_ERR_IO, "could not complete the checkpoint");
+    free(v);
+    clear_flight(c);
+    return s;
+}
+
+fsdp_status fsdp_clock_step(fsdp_clock *c, network *net)
+{
+    fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
+    /* One all-reduce a step: rank 0's clock, and the writers still busy. */
+    double v[2] = { ctl->rank == 0 && now_s() >= c->next_due, atomic_load(&c->writer_busy) };
+    FSDP_TRY(fsdp_ctl_sum_f64(ctl, v, 2));
+    if (c->state == CLOCK_WRITING && v[1] == 0) FSDP_TRY(complete(c));
+    if (v[0] > 0 && c->state == CLOCK_IDLE) {
+        if (ctl->rank == 0) {
+            c->next_due = now_s() + c->o.every_s;
+            if (c->foreground && !c->said_foreground)
+                fprintf(stderr, "fsdp: checkpoints on the clock are written in the foreground: %s\n", c->why);
+        }
+        c->said_foreground = 1;
+        FSDP_TRY(start(c, net));
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_clock_finish(fsdp_clock *c)
+{
+    if (!c || c->state != CLOCK_WRITING) return FSDP_OK;
+    if (c->thread_live) pthread_join(c->thread, NULL);
+    c->thread_live = 0;
+    atomic_store(&c->writer_busy, 0);
+    return complete(c);
+}
+
+void fsdp_clock_free(fsdp_clock *c)
+{
+    if (!c) return;
+    if (c->thread_live) pthread_join(c->thread, NULL);
+    clear_flight(c);
+    free(c->snap);
+    free(c->folder);
+    free(c->name);
+    free(c);
+}

@@ -1,0 +1,26 @@
+/* fsdp_resume.h: where a run's checkpoints on the clock live, which one
+ * -fsdp-resume auto continues from, and the global batch kept on another
+ * world (-fsdp-keep-batch). */
+#ifndef FSDP_RESUME_H
+#define FSDP_RESUME_H
+
+#include "fsdp_backend.h"
+#include "darknet.h"
+
+/* The folder the command saves its weights in, as Darknet finds it: the
+ * .data file's backup= ("/backup/" without one), rnn train's -backup
+ * ("/home/pjreddie/backup/" without one).  malloc'd; NULL out of memory. */
+char *fsdp_resume_backup(int argc, char **argv);
+/* BACKUP/NAME.fsdp, NAME the cfg's name as Darknet names its weights files
+ * (*name, malloc'd). */
+char *fsdp_resume_folder(const char *backup, const char *cfg, char **name);
+/* Collective: rank 0 picks the newest complete checkpoint in folder
+ * (fsdp_manifest.h) and says which, or that there is none; every rank
+ * gets its files' base (STEPDIR/NAME, malloc'd; NULL: none) and world. */
+fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name, char **base, int *world);
+/* A checkpoint of `from` ranks resumed on `to`: subdivisions times
+ * from / to, so each update still sees the global batch it saw (refused,
+ * naming the numbers, when that is not whole); say: print what it did. */
+fsdp_status fsdp_resume_keep_batch(network *net, int from, int to, int say);
+
+#endif
