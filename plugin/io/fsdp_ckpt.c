@@ -413,8 +413,14 @@ int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *s
     if (!tmp) { snprintf(why, whylen, "out of memory"); return -1; }
     snprintf(tmp, n, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = fd < 0 ? -1 : 0;
+    /* FSDP_CHECKPOINT_SLOW_MS: a slow disk, for the tests that stop a
+     * writer mid-file (a pause after each 4 KiB). */
+    const char *slow = getenv("FSDP_CHECKPOINT_SLOW_MS");
+    long pause_ms = slow ? atol(slow) : 0;
+    size_t chunk = pause_ms > 0 ? 4096 : (1u << 24);
     for (size_t at = 0; rc == 0 && at < bytes;) {
-        ssize_t k = write(fd, b + at, bytes - at > (1u << 24) ? (1u << 24) : bytes - at);
+        if (pause_ms > 0 && at) usleep((useconds_t)pause_ms * 1000);
+        ssize_t k = write(fd, b + at, bytes - at > chunk ? chunk : bytes - at);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) rc = -1;
         else at += (size_t)k;
