@@ -489,7 +489,7 @@ static fsdp_status writable(const char *flag, const char *file)
 
 /* -fsdp-checkpoint-every, -fsdp-checkpoint-keep, -fsdp-keep-batch: their
  * values, and the flags they need beside them. */
-static fsdp_status long_run_flags(const fsdp_flags *f)
+static fsdp_status long_run_flags(const fsdp_flags *f, int argc, char **argv)
 {
     char *end = NULL;
     P.run.keep = 2;
@@ -513,6 +513,11 @@ static fsdp_status long_run_flags(const fsdp_flags *f)
     if (f->keep_batch && !f->resume)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: it keeps a resumed checkpoint's global batch; give "
                          "-fsdp-resume (or -fsdp-resume auto) with it");
+    /* rnn train splits its batch into streams of time steps, not micro-batches. */
+    for (int i = 1; f->keep_batch && i + 1 < argc; ++i)
+        if (!strcmp(argv[i], "rnn") && !strcmp(argv[i + 1], "train"))
+            return fsdp_fail(FSDP_ERR_UNSUPPORTED, "-fsdp-keep-batch: rnn train's batch is its streams, which "
+                             "subdivisions do not split; resume on another world with the cfg's batch scaled");
     return FSDP_OK;
 }
 
@@ -654,7 +659,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &P.timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
-    if (s == FSDP_OK) s = long_run_flags(&flags);
+    if (s == FSDP_OK) s = long_run_flags(&flags, *argc, argv);
     fsdp_ctl *ctl = NULL;
     fsdp_status made = make_backend(&ctl, &P.host_coll);
     if (made == FSDP_OK) s = agree_flags(s, ctl, &flags, *argc, argv);

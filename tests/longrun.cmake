@@ -2,7 +2,7 @@
 # the background and made complete by a manifest; -fsdp-resume auto by the
 # same command; a writer stopped mid-file; half the ranks with the global
 # batch kept; the flags' refusals; tools/relaunch.
-foreach(part clock killed half refusals)
+foreach(part clock detector killed half refusals)
   fsdp_script_test(longrun_${part} test_longrun.sh ${part})
 endforeach()
 # Chaos on two simulated machines (tests/test_chaos.sh): 10 faults at random

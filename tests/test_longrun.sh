@@ -7,6 +7,9 @@
 #               run stopped early and continued with -fsdp-resume auto (the
 #               same command) byte-identical to the run never stopped; with
 #               no checkpoint, auto starts as the command line says
+#   detector    the same for detector train (cfg/tests/yolov3-tiny.cfg, batch
+#               norm's rolling statistics carried): 20 steps with a clock,
+#               then -fsdp-resume auto to 40, byte-identical to 40 in one go
 #   killed      the writer stopped mid-file (every rank killed while a slow
 #               disk, FSDP_CHECKPOINT_SLOW_MS, holds it): that checkpoint
 #               has no MANIFEST, the next try skips it, saying so, resumes
@@ -86,6 +89,25 @@ clock)
   check "auto with no checkpoint: said, and trained as the command line says (byte-identical)" \
     grep -q "no complete checkpoint in $F; starting as the command line says" "$WORK/fresh.w.err" &&
     cmp "$WORK/straight.w" "$WORK/fresh.w"
+  ;;
+
+detector)
+  "$S/tools/make-detdata" "$WORK/det" --images 16 --size 96 > /dev/null
+  for n in 20 40; do sed -e "s/^max_batches *=.*/max_batches=$n/" "$S/cfg/tests/yolov3-tiny.cfg" > "$WORK/y$n.cfg"; done
+  det() { # det STEPS OUT [flags...]: 2 ranks, the cfg always named y.cfg (its checkpoints' NAME)
+    local n=$1 out=$2; shift 2
+    cp "$WORK/y$n.cfg" "$WORK/y.cfg"
+    (cd "$WORK/det" && timeout -k 5 120 "${MPIRUN[@]}" -np 2 "$DN" -plugin "$PLUGIN" detector train data.data \
+       "$WORK/y.cfg" -seed 2 "$@" > "$out.log" 2> "$out.err") && cp "$WORK/det/backup/y_final.weights" "$out"
+  }
+  det 40 "$WORK/straight.w" || fail "detector train, 40 steps, ran"
+  rm -rf "$WORK/det/backup"/*
+  det 20 "$WORK/first.w" -fsdp-checkpoint-every 0.001 || fail "20 steps with -fsdp-checkpoint-every ran"
+  det 40 "$WORK/resumed.w" -fsdp-checkpoint-every 0.001 -fsdp-resume auto ||
+    fail "-fsdp-resume auto ran: $(tail -n 3 "$WORK/resumed.w.err")"
+  at=$(grep -o "resumed at step [0-9]*" "$WORK/resumed.w.err" || true)
+  check "detector train: $at of 40, the weights byte-identical to 40 steps never stopped" \
+    [ -n "$at" ] && cmp "$WORK/straight.w" "$WORK/resumed.w"
   ;;
 
 killed)

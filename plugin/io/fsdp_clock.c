@@ -83,6 +83,10 @@ fsdp_status fsdp_clock_create(fsdp_engine *e, const network *net, const fsdp_clo
         c->foreground = 1;
         snprintf(c->why, sizeof c->why, "a snapshot of %.1f MB per rank (%.1f MB for this machine's %d) does not "
                  "fit in half of the %.1f MB free", c->snap_bytes / 1e6, all / 1e6, o->local_ranks, avail / 1e6);
+    } else {
+        /* Resident from now on, as the prediction counts it: the first
+         * snapshot's step takes no page faults. */
+        memset(c->snap, 0, c->snap_bytes);
     }
     *out = c;
     return FSDP_OK;
