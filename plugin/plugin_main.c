@@ -71,8 +71,7 @@ static struct plugin {
         int keep;            /* -fsdp-checkpoint-keep */
         char *backup;        /* the command's backup folder (with either of those) */
         char *folder, *name; /* BACKUP/NAME.fsdp, NAME */
-        char *resume_base;   /* auto: the picked checkpoint's STEPDIR/NAME; NULL: none */
-        int resume_world;    /* the world it was written on */
+        fsdp_resume_point point;   /* auto: the checkpoint picked (base NULL: none) */
         char *weights_file;  /* the weights file Darknet loaded, if any */
         char *stats_path;    /* -fsdp-stats */
         int stats_written;   /* once, while the groups still exist */
@@ -188,9 +187,14 @@ static fsdp_status long_run_start(fsdp_ctl *ctl, network *net, const char *cfg)
         if (!P.run.folder) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     }
     if (P.run.resume_auto)
-        FSDP_TRY(fsdp_resume_pick(ctl, P.run.folder, P.run.name, &P.run.resume_base, &P.run.resume_world));
+        FSDP_TRY(fsdp_resume_pick(ctl, P.run.folder, P.run.name, &P.run.point));
     if (!P.run.keep_batch) return FSDP_OK;
-    int from = P.run.resume_world;
+    int from = P.run.point.world;
+    /* A manifest says the global batch its updates saw (a run that kept
+     * it before may have run other subdivisions than the cfg's). */
+    if (P.run.point.base && P.run.point.step > 0 && P.run.point.seen % (uint64_t)P.run.point.step == 0)
+        return fsdp_resume_keep_batch(net, (long)(P.run.point.seen / (uint64_t)P.run.point.step), from, ctl->world,
+                                      ctl->rank == 0);
     if (!P.run.resume_auto) {
         fsdp_status s = P.run.weights_file ? fsdp_ckpt_world(P.run.weights_file, ctl->world, &from)
                                            : fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume needs the weights file the "
@@ -198,7 +202,7 @@ static fsdp_status long_run_start(fsdp_ctl *ctl, network *net, const char *cfg)
         FSDP_TRY(fsdp_ctl_all_ok(ctl, s, FSDP_ERR_CONFIG, "found no checkpoint to resume"));
     }
     if (!from) return FSDP_OK;   /* auto, and nothing to resume */
-    return fsdp_resume_keep_batch(net, from, ctl->world, ctl->rank == 0);
+    return fsdp_resume_keep_batch(net, (long)net->batch * net->subdivisions * from, from, ctl->world, ctl->rank == 0);
 }
 
 static int h_built(void *c, network *net, const char *cfg)
@@ -229,10 +233,10 @@ static int h_built(void *c, network *net, const char *cfg)
         P.predicted.pss += P.predicted.snapshot;
     }
     if (s == FSDP_OK && first && ctl->rank == 0) print_startup_notes(e);
-    if (s == FSDP_OK && first && P.run.resume_base)
-        s = fsdp_ckpt_read(e, net, P.run.resume_base, 0, 0);
+    if (s == FSDP_OK && first && P.run.point.base)
+        s = fsdp_ckpt_read(e, net, P.run.point.base, 0, 0, P.run.point.world);
     else if (s == FSDP_OK && first && P.run.resume && !P.run.resume_auto)
-        s = fsdp_ckpt_read(e, net, P.run.weights_file, P.agreement.size, P.agreement.hash);
+        s = fsdp_ckpt_read(e, net, P.run.weights_file, P.agreement.size, P.agreement.hash, 0);
     if (first) P.setup_cpu_us = cpu_us();
     return to_dn(s);
 }
@@ -318,7 +322,10 @@ static int h_load_layer(void *c, network *net, int i, dn_when w) { return to_dn(
 static void h_finish(void *c, int status)
 {
     fsdp_engine *e = c;
-    fsdp_status s = status == 0 ? write_stats(e) : FSDP_OK;
+    /* rnn train never frees its network: its checkpoint in flight ends
+     * here (every rank is here after a run that ended well). */
+    fsdp_status s = status == 0 ? fsdp_clock_finish(P.clock) : FSDP_OK;
+    if (s == FSDP_OK && status == 0) s = write_stats(e);
     int runtime = dn_status_of(P.first_error) == DN_ERR_RUNTIME;
     /* After an error the other ranks did not see (Darknet's own, a failed
      * save, a runtime error) they may wait in a collective forever, and so
@@ -346,7 +353,7 @@ static void h_finish(void *c, int status)
     free(P.run.backup);
     free(P.run.folder);
     free(P.run.name);
-    free(P.run.resume_base);
+    free(P.run.point.base);
     fsdp_agree_free(&P.agreement);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
     if (coll != P.host_coll) fsdp_coll_free(coll);
@@ -429,10 +436,10 @@ static int h_built_shown(void *c, network *net, const char *cfg)
     int r = h_built(c, net, cfg);
     if (r == DN_OK && first && P.run.resume && !P.run.resume_auto && ctl->rank == 0)
         fsdp_report_resume(net, P.run.weights_file, ctl->world);
-    if (r == DN_OK && first && P.run.resume_base && ctl->rank == 0)
+    if (r == DN_OK && first && P.run.point.base && ctl->rank == 0)
         fprintf(stderr, "fsdp: resumed at step %zu (%zu images seen) from %s.fsdp-{0..%d}-of-%d, written on %d "
-                "ranks, resumed on %d\n", get_current_batch(net), *net->seen, P.run.resume_base,
-                P.run.resume_world - 1, P.run.resume_world, P.run.resume_world, ctl->world);
+                "ranks, resumed on %d\n", get_current_batch(net), *net->seen, P.run.point.base,
+                P.run.point.world - 1, P.run.point.world, P.run.point.world, ctl->world);
     if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e)));
     return r;
 }

@@ -15,8 +15,10 @@
 #               has no MANIFEST, the next try skips it, saying so, resumes
 #               the complete one before it, and ends byte-identical
 #   half        a checkpoint of 4 ranks resumed on 2 with -fsdp-keep-batch
-#               (subdivisions doubled): equal to the 4-rank run never
-#               stopped to float tolerance; on 3 ranks refused by its numbers
+#               (subdivisions doubled), stopped again and resumed on 2 by the
+#               same command (its checkpoints say the batch it kept): equal
+#               to the 4-rank run never stopped to float tolerance; on 3
+#               ranks refused by its numbers
 #   refusals    the flags' bad values and companions, by message and exit;
 #               tools/relaunch: tries again until the command succeeds, up
 #               to -n, and exits with the last try's status
@@ -139,16 +141,22 @@ half)
   mk "$WORK/b/residual.cfg" 80 2
   run 4 "$WORK/a/residual.cfg" "$WORK/straight.w" || fail "4 ranks, 200 steps ran"
   run 4 "$WORK/b/residual.cfg" "$WORK/first.w" -fsdp-checkpoint-every 0.001 || fail "4 ranks, 80 steps ran"
-  run 2 "$WORK/a/residual.cfg" "$WORK/half.w" -fsdp-resume auto -fsdp-keep-batch ||
-    fail "resumed on 2 ranks: $(tail -n 3 "$WORK/half.w.err")"
+  mkdir -p "$WORK/c"
+  mk "$WORK/c/residual.cfg" 140 2
+  run 2 "$WORK/c/residual.cfg" "$WORK/part.w" -fsdp-resume auto -fsdp-keep-batch -fsdp-checkpoint-every 0.001 ||
+    fail "resumed on 2 ranks: $(tail -n 3 "$WORK/part.w.err")"
   check "on 2 ranks the global batch of 4 x 2 is kept: subdivisions 1 -> 2" \
-    grep -q "kept on 2 ranks: subdivisions 1 -> 2" "$WORK/half.w.err"
+    grep -q "kept on 2 ranks: subdivisions 1 -> 2" "$WORK/part.w.err"
+  run 2 "$WORK/a/residual.cfg" "$WORK/half.w" -fsdp-resume auto -fsdp-keep-batch -fsdp-checkpoint-every 0.001 ||
+    fail "resumed on 2 ranks again: $(tail -n 3 "$WORK/half.w.err")"
+  check "resumed on 2 again, from the 2 ranks' checkpoint: still subdivisions 2 ($(grep -o "subdivisions [0-9]* -> [0-9]*" "$WORK/half.w.err"))" \
+    grep -q "resuming from .*written on 2 ranks" "$WORK/half.w.err" && grep -q "kept on 2 ranks: subdivisions 1 -> 2" "$WORK/half.w.err"
   check "resumed on half the ranks: equal to 4 ranks never stopped ($("$WDIFF" "$WORK/straight.w" "$WORK/half.w" --tol 1e-5 | tail -n 1))" \
     "$WDIFF" "$WORK/straight.w" "$WORK/half.w" --tol 1e-5
   rc=0
   run 3 "$WORK/a/residual.cfg" "$WORK/three.w" -fsdp-resume auto -fsdp-keep-batch || rc=$?
   check "on 3 ranks refused by its numbers (exit $rc)" \
-    [ "$rc" != 0 -a "$rc" != 124 ] && grep -q "subdivisions=1 x 4 / 3, which is not whole" "$WORK/three.w.err"
+    [ "$rc" != 0 -a "$rc" != 124 ] && grep -q "needs 8 / 6 subdivisions, which is not whole" "$WORK/three.w.err"
   ;;
 
 refusals)

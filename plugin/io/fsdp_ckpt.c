@@ -422,6 +422,7 @@ int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *s
         if (pause_ms > 0 && at) usleep((useconds_t)pause_ms * 1000);
         ssize_t k = write(fd, b + at, bytes - at > chunk ? chunk : bytes - at);
         if (k < 0 && errno == EINTR) continue;
+        if (k == 0) errno = ENOSPC;   /* write(2) wrote nothing and said no more */
         if (k <= 0) rc = -1;
         else at += (size_t)k;
     }
@@ -730,7 +731,7 @@ static fsdp_status load_extras(fsdp_engine *e, const network *net, ckpt_set *set
 }
 
 fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
-                           uint64_t weights_hash)
+                           uint64_t weights_hash, int written_on)
 {
     fsdp_status s = FSDP_OK;
     int world = 0;
@@ -740,7 +741,8 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
     if (!weights)
         s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume needs the weights file the checkpoint was saved "
                       "with on the command line");
-    if (s == FSDP_OK) s = fsdp_ckpt_world(weights, fsdp_engine_ctl(e)->world, &world);
+    if (s == FSDP_OK && written_on > 0) world = written_on;
+    else if (s == FSDP_OK) s = fsdp_ckpt_world(weights, fsdp_engine_ctl(e)->world, &world);
     if (s == FSDP_OK && !(files = calloc((size_t)world, sizeof *files)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     /* On the same world each rank reads its own file; on another, the files

@@ -22,9 +22,11 @@ fsdp_status fsdp_ckpt_write(fsdp_engine *e, network *net, const char *weights);
  * was, which is refused).  A missing, short, corrupt (checksum) or foreign
  * file (other world size, cfg, run or step than the other ranks' files, or
  * saved with another weights file than the one loaded: weights_size and
- * weights_hash) stops every rank with a message naming it. */
+ * weights_hash) stops every rank with a message naming it.  written_on:
+ * the world that wrote it where a manifest says (0: the files beside it
+ * say, fsdp_ckpt_world). */
 fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
-                           uint64_t weights_hash);
+                           uint64_t weights_hash, int written_on);
 /* The world a checkpoint beside `weights` was written by: `mine` when its
  * rank-0 file is there, else the one world whose rank-0 file is (an
  * error naming the file when there is none, or several). */
@@ -37,7 +39,7 @@ void fsdp_ckpt_clean_tmp(const char *weights, int rank, int world);
 /* ---- checkpoints on the clock (fsdp_clock.h) ------------------------------
  * Self-contained files: besides the parts, each rank's rolling statistics
  * and, in rank 0's, the replicated frozen flats, with the run's seen; no
- * weights file beside them.  fsdp_ckpt_read(e, net, BASE, 0, 0) resumes
+ * weights file beside them.  fsdp_ckpt_read(e, net, BASE, 0, 0, N) resumes
  * one (same strategy, any world). */
 
 /* BASE.fsdp-R-of-N (malloc'd). */

@@ -121,9 +121,13 @@ static fsdp_status start(fsdp_clock *c, network *net)
 {
     FSDP_ASSERT(c->state == CLOCK_IDLE, "clock start: IDLE");
     const fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
-    FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
     double t0 = now_s();
     c->step = (long)get_current_batch(net);
+    /* An earlier attempt of the run may have left this step's folder
+     * (its MANIFEST, another world's files): gone before any rank writes
+     * there, which the broadcast below orders. */
+    if (ctl->rank == 0) fsdp_manifest_clear(c->folder, c->step);
+    FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
     c->seen = (uint64_t)*net->seen;
     c->dir = fsdp_manifest_step_dir(c->folder, c->step);
     size_t n = c->dir ? strlen(c->dir) + strlen(c->name) + 48 : 0;
@@ -149,9 +153,10 @@ static fsdp_status start(fsdp_clock *c, network *net)
         s = fsdp_ckpt_self_image(c->e, net, c->run_id, c->snap);
         if (s == FSDP_OK) {
             atomic_store(&c->writer_busy, 1);
-            if (pthread_create(&c->thread, NULL, writer, c) != 0) {
+            int rc = pthread_create(&c->thread, NULL, writer, c);
+            if (rc != 0) {
                 atomic_store(&c->writer_busy, 0);
-                s = fsdp_fail(FSDP_ERR_IO, "cannot start the checkpoint writer: %s", strerror(errno));
+                s = fsdp_fail(FSDP_ERR_IO, "cannot start the checkpoint writer: %s", strerror(rc));
             } else {
                 c->thread_live = 1;
             }
@@ -213,11 +218,11 @@ fsdp_status fsdp_clock_step(fsdp_clock *c, network *net)
     FSDP_TRY(fsdp_ctl_sum_f64(ctl, v, 2));
     if (c->state == CLOCK_WRITING && v[1] == 0) FSDP_TRY(complete(c));
     if (v[0] > 0 && c->state == CLOCK_IDLE) {
-        if (ctl->rank == 0) {
-            c->next_due = now_s() + c->o.every_s;
-            if (c->foreground && !c->said_foreground)
-                fprintf(stderr, "fsdp: checkpoints on the clock are written in the foreground: %s\n", c->why);
-        }
+        if (ctl->rank == 0) c->next_due = now_s() + c->o.every_s;
+        /* Each rank decides by its own machine's memory. */
+        if (c->foreground && !c->said_foreground)
+            fprintf(stderr, "fsdp: rank %d: checkpoints on the clock are written in the foreground: %s\n", ctl->rank,
+                    c->why);
         c->said_foreground = 1;
         FSDP_TRY(start(c, net));
     }

@@ -55,6 +55,13 @@ fsdp_status fsdp_manifest_write(const char *dir, const char *name, const fsdp_ma
     int ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f) != 0) ok = 0;
     if (ok) ok = rename(tmp, path) == 0 && sync_dir(dir) == 0;
+    /* The step folder's own entry, in its parent. */
+    char *parent = ok ? strdup(dir) : NULL, *slash = parent ? strrchr(parent, '/') : NULL;
+    if (slash && slash != parent) {
+        *slash = 0;
+        sync_dir(parent);
+    }
+    free(parent);
     if (!ok) {
         s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint's manifest %s: %s", path, strerror(errno));
         remove(tmp);
@@ -73,20 +80,44 @@ void fsdp_manifest_free(fsdp_manifest *m)
     m->size = m->sum = NULL;
 }
 
+static int parse(const char *dir, const char *name, char *text, fsdp_manifest *m, char *why, size_t whylen);
+
 int fsdp_manifest_read(const char *dir, const char *name, fsdp_manifest *m, char *why, size_t whylen)
 {
     memset(m, 0, sizeof *m);
     char *path = join(dir, "MANIFEST");
     FILE *f = path ? fopen(path, "rb") : NULL;
-    char text[1 << 16];
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    if (f) fclose(f);
     free(path);
     if (!f) {
         snprintf(why, whylen, "no MANIFEST: half-written");
         return -1;
     }
+    struct stat fst;
+    char *text = fstat(fileno(f), &fst) == 0 && fst.st_size < (1 << 30) ? malloc((size_t)fst.st_size + 1) : NULL;
+    size_t n = text ? fread(text, 1, (size_t)fst.st_size, f) : 0;
+    fclose(f);
+    if (!text || n != (size_t)fst.st_size) {
+        free(text);
+        snprintf(why, whylen, "its MANIFEST cannot be read");
+        return -1;
+    }
     text[n] = 0;
+    int rc = parse(dir, name, text, m, why, whylen);
+    free(text);
+    return rc;
+}
+
+/* The trailing checksum of the file at p (its last 8 bytes). */
+static int trailing_sum(const char *p, uint64_t *sum)
+{
+    FILE *f = fopen(p, "rb");
+    int ok = f && fseeko(f, -(off_t)sizeof *sum, SEEK_END) == 0 && fread(sum, sizeof *sum, 1, f) == 1;
+    if (f) fclose(f);
+    return ok ? 0 : -1;
+}
+
+static int parse(const char *dir, const char *name, char *text, fsdp_manifest *m, char *why, size_t whylen)
+{
     char *last = NULL;
     for (char *q = text; (q = strstr(q, "\nsum ")); ++q) last = q + 1;
     uint64_t stored = 0;
@@ -123,10 +154,13 @@ int fsdp_manifest_read(const char *dir, const char *name, fsdp_manifest *m, char
         }
         char *fp = join(dir, file);
         struct stat st;
+        uint64_t sum = 0;
         int there = fp && stat(fp, &st) == 0;
+        int same = there && (uint64_t)st.st_size == m->size[r] && trailing_sum(fp, &sum) == 0 && sum == m->sum[r];
         free(fp);
-        if (!there || (uint64_t)st.st_size != m->size[r]) {
-            snprintf(why, whylen, "%s is %s", file, there ? "not the size its MANIFEST says" : "missing");
+        if (!same) {
+            snprintf(why, whylen, "%s is %s", file, !there ? "missing" : "not the file its MANIFEST names (size or "
+                     "checksum)");
             return -1;
         }
     }
@@ -187,7 +221,7 @@ fsdp_status fsdp_manifest_newest(const char *folder, const char *name, char **di
 static void remove_step(const char *dir)
 {
     char *man = join(dir, "MANIFEST");
-    if (man) remove(man);   /* first: from here on it is half-written, never taken for complete */
+    if (man && remove(man) == 0) sync_dir(dir);   /* first: from here on it is half-written, never complete */
     free(man);
     DIR *d = opendir(dir);
     struct dirent *ent;
@@ -199,6 +233,13 @@ static void remove_step(const char *dir)
     }
     if (d) closedir(d);
     rmdir(dir);
+}
+
+void fsdp_manifest_clear(const char *folder, long step)
+{
+    char *d = fsdp_manifest_step_dir(folder, step);
+    if (d) remove_step(d);
+    free(d);
 }
 
 void fsdp_manifest_prune(const char *folder, long step, int keep)

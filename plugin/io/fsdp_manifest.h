@@ -28,13 +28,16 @@ char *fsdp_manifest_step_dir(const char *folder, long step);
 /* Writes dir/MANIFEST for files NAME.fsdp-R-of-N (rank 0). */
 fsdp_status fsdp_manifest_write(const char *dir, const char *name, const fsdp_manifest *m);
 /* Reads dir/MANIFEST and checks it against its checksum and the files
- * it names (there, of its sizes).  0 if complete; else -1 with why filled. */
+ * it names (there, of its sizes, ending in its checksums).  0 if complete; else -1 with why filled. */
 int fsdp_manifest_read(const char *dir, const char *name, fsdp_manifest *m, char *why, size_t whylen);
 void fsdp_manifest_free(fsdp_manifest *m);
 /* The newest complete checkpoint in folder: its step folder in *dir
  * (malloc'd; NULL when there is none) and its manifest in *m.  Each newer
  * one skipped is reported on stderr with why. */
 fsdp_status fsdp_manifest_newest(const char *folder, const char *name, char **dir, fsdp_manifest *m);
+/* Before a checkpoint at `step` is written: removes what an earlier
+ * attempt left in its folder (its MANIFEST first). */
+void fsdp_manifest_clear(const char *folder, long step);
 /* After the checkpoint at `step` is complete: removes every other step
  * folder but the keep - 1 newest complete ones before it (half-written
  * ones, and any newer one an earlier attempt of the run left). */

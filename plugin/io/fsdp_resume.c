@@ -28,17 +28,19 @@ char *fsdp_resume_folder(const char *backup, const char *cfg, char **name)
     return f;
 }
 
-fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name, char **base, int *world)
+fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name, fsdp_resume_point *out)
 {
     char pick[4096] = "";
-    int w = 0;
+    uint64_t v[3] = { 0, 0, 0 };   /* world, step, seen */
     if (ctl->rank == 0) {
         char *dir = NULL;
         fsdp_manifest m;
         fsdp_manifest_newest(folder, name, &dir, &m);
         if (dir) {
             snprintf(pick, sizeof pick, "%s/%s", dir, name);
-            w = m.world;
+            v[0] = (uint64_t)m.world;
+            v[1] = (uint64_t)m.step;
+            v[2] = m.seen;
             fprintf(stderr, "fsdp: -fsdp-resume auto: resuming from %s (step %ld, %llu images seen, written on "
                     "%d ranks; complete: its MANIFEST and %d files check out)\n", dir, m.step,
                     (unsigned long long)m.seen, m.world, m.world);
@@ -50,26 +52,28 @@ fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name
         free(dir);
     }
     FSDP_TRY(fsdp_ctl_broadcast(ctl, pick, sizeof pick, 0));
-    FSDP_TRY(fsdp_ctl_broadcast(ctl, &w, sizeof w, 0));
-    *base = pick[0] ? strdup(pick) : NULL;
-    *world = w;
-    if (pick[0] && !*base) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    FSDP_TRY(fsdp_ctl_broadcast(ctl, v, sizeof v, 0));
+    out->base = pick[0] ? strdup(pick) : NULL;
+    out->world = (int)v[0];
+    out->step = (long)v[1];
+    out->seen = v[2];
+    if (pick[0] && !out->base) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     return FSDP_OK;
 }
 
-fsdp_status fsdp_resume_keep_batch(network *net, int from, int to, int say)
+fsdp_status fsdp_resume_keep_batch(network *net, long global, int from, int to, int say)
 {
-    if (from == to) return FSDP_OK;
-    long sub = (long)net->subdivisions * from;
-    if (sub % to)
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: the checkpoint's global batch is %d ranks x %d "
-                         "images; on %d ranks each would need subdivisions=%d x %d / %d, which is not whole: "
-                         "run on a number of ranks that divides %ld, or change the cfg's batch", from,
-                         net->batch * net->subdivisions, to, net->subdivisions, from, to, sub);
+    long micro = (long)net->batch * to;
+    if (global == (long)net->batch * net->subdivisions * to) return FSDP_OK;
+    if (global <= 0 || global % micro)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: the checkpoint's updates saw %ld images each; on %d "
+                         "ranks with micro-batches of %d that needs %ld / %ld subdivisions, which is not whole: run "
+                         "on a number of ranks that divides %ld / %d, or change the cfg's batch", global, to,
+                         net->batch, global, micro, global, net->batch);
     if (say)
-        fprintf(stderr, "fsdp: -fsdp-keep-batch: the checkpoint's %d ranks x %d images per update kept on %d ranks: "
-                "subdivisions %d -> %ld (micro-batches of %d)\n", from, net->batch * net->subdivisions, to,
-                net->subdivisions, sub / to, net->batch);
-    net->subdivisions = (int)(sub / to);
+        fprintf(stderr, "fsdp: -fsdp-keep-batch: the checkpoint's %ld images per update (written on %d ranks) kept "
+                "on %d ranks: subdivisions %d -> %ld (micro-batches of %d)\n", global, from, to, net->subdivisions,
+                global / micro, net->batch);
+    net->subdivisions = (int)(global / micro);
     return FSDP_OK;
 }

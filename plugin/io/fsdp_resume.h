@@ -16,11 +16,18 @@ char *fsdp_resume_backup(int argc, char **argv);
 char *fsdp_resume_folder(const char *backup, const char *cfg, char **name);
 /* Collective: rank 0 picks the newest complete checkpoint in folder
  * (fsdp_manifest.h) and says which, or that there is none; every rank
- * gets its files' base (STEPDIR/NAME, malloc'd; NULL: none) and world. */
-fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name, char **base, int *world);
-/* A checkpoint of `from` ranks resumed on `to`: subdivisions times
- * from / to, so each update still sees the global batch it saw (refused,
- * naming the numbers, when that is not whole); say: print what it did. */
-fsdp_status fsdp_resume_keep_batch(network *net, int from, int to, int say);
+ * gets where it is and what it was. */
+typedef struct fsdp_resume_point {
+    char *base;      /* STEPDIR/NAME (malloc'd); NULL: none */
+    int world;       /* the world that wrote it */
+    long step;       /* Darknet's iteration */
+    uint64_t seen;   /* images seen: seen / step is its global batch */
+} fsdp_resume_point;
+fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name, fsdp_resume_point *out);
+/* A checkpoint whose updates each saw `global` images, resumed on `to`
+ * ranks: subdivisions = global / (to x the cfg's micro-batch), so each
+ * update still sees them (refused, naming the numbers, when that is not
+ * whole); say: print what it did. */
+fsdp_status fsdp_resume_keep_batch(network *net, long global, int from, int to, int say);
 
 #endif
