@@ -87,3 +87,23 @@ probe_cfg() {
 
 # count NAME FILE: a value from a "name value" file.
 count() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+
+# manifests_whole FOLDER: every MANIFEST of the checkpoints on the clock in
+# FOLDER (docs/DESIGN.md, "Checkpoints on the clock") names files there of
+# the sizes it gives; prints the others and fails.
+manifests_whole() {
+  python3 - "$1" <<'PY'
+import os, sys
+folder, bad = sys.argv[1], []
+for d in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    m = os.path.join(folder, d, "MANIFEST")
+    if os.path.exists(m):
+        for w in (line.split() for line in open(m)):
+            p = os.path.join(folder, d, w[1]) if w[0] == "file" else None
+            if p and (not os.path.exists(p) or os.path.getsize(p) != int(w[2])):
+                bad.append(p)
+if bad:
+    print(" ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+}

@@ -18,6 +18,7 @@
 # usage: test_cfg_folder.sh NP NAME[@SIZE]...
 #        test_cfg_folder.sh NP all: every cfg of the folder, each run, or
 #        refused or left out by name with its reason
+# FSDP_CFG_TIMES=FILE: each run's seconds appended to FILE ("CFG RUN SECONDS").
 . "$(dirname "$0")/lib.sh"
 np=$1
 shift

@@ -33,22 +33,6 @@ straight || { fail "the run never interrupted ran: $(tail -n 5 "$WORK/straight.l
 rm -rf "$D/backup" && mkdir -p "$D/backup"
 
 last_step() { [ -e "$LOG" ] && tail -n 1 "$LOG" | sed -n 's/^{"step": \([0-9]*\),.*/\1/p' || true; }
-manifests_whole() {
-  python3 - "$F" <<'PY'
-import os, sys
-folder, bad = sys.argv[1], []
-for d in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-    m = os.path.join(folder, d, "MANIFEST")
-    if os.path.exists(m):
-        for w in (line.split() for line in open(m)):
-            p = os.path.join(folder, d, w[1]) if w[0] == "file" else None
-            if p and (not os.path.exists(p) or os.path.getsize(p) != int(w[2])):
-                bad.append(p)
-if bad:
-    print(" ".join(bad))
-sys.exit(1 if bad else 0)
-PY
-}
 darknet_on() {
   local p
   for p in $(ip netns pids "$1"); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = darknet ] && { echo "$p"; return; }; done
@@ -111,7 +95,7 @@ for ((i = 0; i < failures; i++)); do
   resumed=$(grep -o "resumed at step [0-9]*" "$WORK/try$i.log" | grep -o "[0-9]*$" || echo 0)
   why=${why:-}
   [ -n "$gone" ] || why="processes left after $((timeout_s + 15)) s"
-  bad=$(manifests_whole) || why="$why; half-written: $bad"
+  bad=$(manifests_whole "$F") || why="$why; half-written: $bad"
   if [ -z "$why" ]; then
     pass "fault $((i + 1)) ($kind at step $at_fault, its last step $hit; this try resumed at step $resumed): every process gone in $gone ms, the relaunch's first step $(( t_first - t_launch )) ms after it started, every MANIFEST whole"
   else
@@ -126,5 +110,5 @@ resumed=$(grep -o "resumed at step [0-9]*" "$WORK/last.log" | grep -o "[0-9]*$" 
 echo "     lost to fault $failures: $(lost $((failures - 1)) "$resumed") (interval 0.12 s)"
 check "after $failures faults, the last try (from step $resumed) ends byte-identical to the run never interrupted" \
   cmp "$WORK/straight.w" "$D/backup/chaos.weights"
-check "no checkpoint half-written at the end" manifests_whole
+check "no checkpoint half-written at the end" manifests_whole "$F"
 finish

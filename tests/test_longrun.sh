@@ -41,27 +41,6 @@ run() {
   return "$rc"
 }
 
-# manifests_whole: every MANIFEST in $F names files there of its sizes.
-manifests_whole() {
-  python3 - "$F" <<'PY'
-import os, sys
-folder = sys.argv[1]
-bad = []
-for d in sorted(os.listdir(folder)):
-    m = os.path.join(folder, d, "MANIFEST")
-    if not os.path.exists(m):
-        continue
-    for line in open(m):
-        w = line.split()
-        if w[0] == "file":
-            p = os.path.join(folder, d, w[1])
-            if not os.path.exists(p) or os.path.getsize(p) != int(w[2]):
-                bad.append(p)
-if bad:
-    print(" ".join(bad))
-sys.exit(1 if bad else 0)
-PY
-}
 complete_count() { ls "$F"/step-*/MANIFEST 2> /dev/null | wc -l; }
 
 case $part in
@@ -76,7 +55,7 @@ clock)
     [ "$made" -ge 3 ] && cmp "$WORK/straight.w" "$WORK/clock.w"
   check "-fsdp-checkpoint-keep 2: $(complete_count) complete ones left, no other folder" \
     [ "$(complete_count)" = 2 -a "$(ls "$F" | wc -l)" = 2 ]
-  check "every MANIFEST names files of its sizes" manifests_whole
+  check "every MANIFEST names files of its sizes" manifests_whole "$F"
   rm -rf "$F"
   run 2 "$WORK/b/residual.cfg" "$WORK/first.w" -fsdp-checkpoint-every 0.001 || fail "150 steps ran"
   newest=$(ls -d "$F"/step-* | tail -n 1)
@@ -128,7 +107,7 @@ killed)
   half=$(ls -d "$F"/step-* | tail -n 1)
   check "killed mid-file: $(basename "$half") holds $(ls "$half" | tr '\n' ' ')and no MANIFEST" \
     [ ! -e "$half/MANIFEST" ] && ls "$half"/*.tmp > /dev/null 2>&1
-  check "the complete one before it checks out" manifests_whole
+  check "the complete one before it checks out" manifests_whole "$F"
   run 2 "$WORK/a/residual.cfg" "$WORK/resumed.w" -fsdp-checkpoint-every 0.001 -fsdp-resume auto ||
     fail "the next try ran: $(tail -n 3 "$WORK/resumed.w.err")"
   check "the next try skipped it, saying why" grep -q "skipped $half: no MANIFEST: half-written" "$WORK/resumed.w.err"

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "fsdp_ckpt.h"
+#include "fsdp_fs.h"
 #include "fsdp_hash.h"
 
 #define CKPT_MAGIC "FSDPCKP3"
@@ -284,21 +285,6 @@ static fsdp_status write_body(fsdp_engine *e, ckpt_out *o, const ckpt_header *h,
     return FSDP_OK;
 }
 
-/* Syncs the folder holding path, so a rename into it lasts a crash. */
-static int sync_folder(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy) return -1;
-    char *slash = strrchr(copy, '/');
-    const char *dir = slash ? (slash == copy ? "/" : copy) : ".";
-    if (slash && slash != copy) *slash = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    int rc = fd < 0 ? -1 : fsync(fd);
-    if (fd >= 0) close(fd);
-    free(copy);
-    return rc;
-}
-
 /* Writes this rank's file to path (through PATH.tmp, synced, renamed into
  * place); *bytes and *sum (when not NULL): its size and checksum. */
 static fsdp_status write_file(fsdp_engine *e, const char *path, ckpt_header *h, uint64_t *bytes, uint64_t *sum)
@@ -327,7 +313,7 @@ static fsdp_status write_file(fsdp_engine *e, const char *path, ckpt_header *h, 
         s = FSDP_ERR_IO;
         why = strerror(errno);
     }
-    if (s == FSDP_OK && (rename(tmp, path) != 0 || sync_folder(path) != 0)) {
+    if (s == FSDP_OK && (rename(tmp, path) != 0 || fsdp_sync_folder_of(path) != 0)) {
         s = FSDP_ERR_IO;
         why = strerror(errno);
     }
@@ -432,7 +418,7 @@ int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *s
         rc = -1;
         snprintf(why, whylen, "%s: %s", path, strerror(errno));
     }
-    if (rc == 0 && (rename(tmp, path) != 0 || sync_folder(path) != 0)) {
+    if (rc == 0 && (rename(tmp, path) != 0 || fsdp_sync_folder_of(path) != 0)) {
         rc = -1;
         snprintf(why, whylen, "%s: %s", path, strerror(errno));
     }

@@ -14,15 +14,14 @@ typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
 struct fsdp_clock {
     fsdp_engine *e;
-    fsdp_clock_opts o;
-    char *folder, *name;
+    fsdp_clock_opts o;        /* its folder and name: copies this clock owns */
     clock_state state;
     double next_due;          /* rank 0: monotonic seconds */
     /* the checkpoint in flight */
     long step;
     uint64_t seen, run_id;
     char *dir, *path;
-    double started, stall_s;
+    double stall_s;
     /* the snapshot and its writer */
     unsigned char *snap;
     size_t snap_bytes;
@@ -63,14 +62,12 @@ fsdp_status fsdp_clock_create(fsdp_engine *e, const network *net, const fsdp_clo
     if (!c) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     c->e = e;
     c->o = *o;
-    c->folder = strdup(o->folder);
-    c->name = strdup(o->name);
-    if (!c->folder || !c->name) {
+    c->o.folder = strdup(o->folder);
+    c->o.name = strdup(o->name);
+    if (!c->o.folder || !c->o.name) {
         fsdp_clock_free(c);
         return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     }
-    c->o.folder = c->folder;
-    c->o.name = c->name;
     c->next_due = now_s() + o->every_s;
     c->snap_bytes = fsdp_ckpt_self_bytes(e, net);
     /* The machine's ranks each hold one: at most half of what is free. */
@@ -126,18 +123,18 @@ static fsdp_status start(fsdp_clock *c, network *net)
     /* An earlier attempt of the run may have left this step's folder
      * (its MANIFEST, another world's files): gone before any rank writes
      * there, which the broadcast below orders. */
-    if (ctl->rank == 0) fsdp_manifest_clear(c->folder, c->step);
+    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->step);
     FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
     c->seen = (uint64_t)*net->seen;
-    c->dir = fsdp_manifest_step_dir(c->folder, c->step);
-    size_t n = c->dir ? strlen(c->dir) + strlen(c->name) + 48 : 0;
+    c->dir = fsdp_manifest_step_dir(c->o.folder, c->step);
+    size_t n = c->dir ? strlen(c->dir) + strlen(c->o.name) + 48 : 0;
     c->path = n ? malloc(n) : NULL;
     fsdp_status s = c->path ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (s == FSDP_OK) {
-        snprintf(c->path, n, "%s/%s.fsdp-%d-of-%d", c->dir, c->name, ctl->rank, ctl->world);
+        snprintf(c->path, n, "%s/%s.fsdp-%d-of-%d", c->dir, c->o.name, ctl->rank, ctl->world);
         /* Each rank makes the folders it writes into (one machine's
          * mkdir may race another's: EEXIST is theirs). */
-        if ((mkdir(c->folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->dir, 0755) != 0 && errno != EEXIST))
+        if ((mkdir(c->o.folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->dir, 0755) != 0 && errno != EEXIST))
             s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->dir, strerror(errno));
     }
     if (s == FSDP_OK && c->foreground) {
@@ -163,7 +160,6 @@ static fsdp_status start(fsdp_clock *c, network *net)
         }
     }
     c->stall_s = now_s() - t0;
-    c->started = t0;
     if (s != FSDP_OK) {
         clear_flight(c);
         return s;
@@ -194,9 +190,9 @@ static fsdp_status complete(fsdp_clock *c)
     fsdp_status w = FSDP_OK;
     if (s == FSDP_OK && ctl->rank == 0) {
         fsdp_manifest m = { c->run_id, c->seen, c->step, ctl->world, v, v + ctl->world };
-        w = fsdp_manifest_write(c->dir, c->name, &m);
+        w = fsdp_manifest_write(c->dir, c->o.name, &m);
         if (w == FSDP_OK) {
-            fsdp_manifest_prune(c->folder, c->step, c->o.keep);
+            fsdp_manifest_prune(c->o.folder, c->step, c->o.keep);
             uint64_t all = 0;
             for (int r = 0; r < ctl->world; ++r) all += v[r];
             fprintf(stderr, "fsdp: checkpoint %s complete: %d files, %.1f MB; the step stopped %.3f s, the "
@@ -232,10 +228,7 @@ fsdp_status fsdp_clock_step(fsdp_clock *c, network *net)
 fsdp_status fsdp_clock_finish(fsdp_clock *c)
 {
     if (!c || c->state != CLOCK_WRITING) return FSDP_OK;
-    if (c->thread_live) pthread_join(c->thread, NULL);
-    c->thread_live = 0;
-    atomic_store(&c->writer_busy, 0);
-    return complete(c);
+    return complete(c);   /* which waits for the writer */
 }
 
 void fsdp_clock_free(fsdp_clock *c)
@@ -244,7 +237,7 @@ void fsdp_clock_free(fsdp_clock *c)
     if (c->thread_live) pthread_join(c->thread, NULL);
     clear_flight(c);
     free(c->snap);
-    free(c->folder);
-    free(c->name);
+    free((char *)c->o.folder);
+    free((char *)c->o.name);
     free(c);
 }

@@ -1,12 +1,12 @@
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "fsdp_fs.h"
 #include "fsdp_hash.h"
 #include "fsdp_manifest.h"
 
@@ -25,14 +25,6 @@ char *fsdp_manifest_step_dir(const char *folder, long step)
     char name[32];
     snprintf(name, sizeof name, "step-%08ld", step);
     return join(folder, name);
-}
-
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    int rc = fd < 0 ? -1 : fsync(fd);
-    if (fd >= 0) close(fd);
-    return rc;
 }
 
 fsdp_status fsdp_manifest_write(const char *dir, const char *name, const fsdp_manifest *m)
@@ -54,14 +46,8 @@ fsdp_status fsdp_manifest_write(const char *dir, const char *name, const fsdp_ma
     FILE *f = fopen(tmp, "wb");
     int ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f) != 0) ok = 0;
-    if (ok) ok = rename(tmp, path) == 0 && sync_dir(dir) == 0;
-    /* The step folder's own entry, in its parent. */
-    char *parent = ok ? strdup(dir) : NULL, *slash = parent ? strrchr(parent, '/') : NULL;
-    if (slash && slash != parent) {
-        *slash = 0;
-        sync_dir(parent);
-    }
-    free(parent);
+    if (ok) ok = rename(tmp, path) == 0 && fsdp_sync_dir(dir) == 0;
+    if (ok) fsdp_sync_folder_of(dir);   /* the step folder's own entry, in its parent */
     if (!ok) {
         s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint's manifest %s: %s", path, strerror(errno));
         remove(tmp);
@@ -221,7 +207,7 @@ fsdp_status fsdp_manifest_newest(const char *folder, const char *name, char **di
 static void remove_step(const char *dir)
 {
     char *man = join(dir, "MANIFEST");
-    if (man && remove(man) == 0) sync_dir(dir);   /* first: from here on it is half-written, never complete */
+    if (man && remove(man) == 0) fsdp_sync_dir(dir);   /* first: from here on it is half-written, never complete */
     free(man);
     DIR *d = opendir(dir);
     struct dirent *ent;
