@@ -27,6 +27,7 @@
 #include "fsdp_hosts.h"
 #include "fsdp_log.h"
 #include "fsdp_memplan.h"
+#include "fsdp_linkplan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
 #include "fsdp_stats.h"
@@ -441,6 +442,7 @@ static int h_built_shown(void *c, network *net, const char *cfg)
                 "ranks, resumed on %d\n", get_current_batch(net), *net->seen, P.run.point.base,
                 P.run.point.world - 1, P.run.point.world, P.run.point.world, ctl->world);
     if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e)));
+    fsdp_tl_next_step(fsdp_engine_timeline(e));   /* steps are timed from here, as the log's */
     return r;
 }
 
@@ -469,7 +471,7 @@ static int h_step_logged(void *c, network *net, float *loss)
     if (r == DN_OK && net == fsdp_engine_net(e) && P.clock) r = to_dn(fsdp_clock_step(P.clock, net));
     if (r == DN_OK && net == fsdp_engine_net(e) && fsdp_engine_ctl(e)->rank == 0) {
         fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
-        r = to_dn(fsdp_log_step(&P.log, net, *loss, fsdp_engine_bytes_moved(e)));
+        r = to_dn(fsdp_log_step(&P.log, net, *loss, fsdp_engine_bytes_moved(e), fsdp_engine_timeline(e)));
     }
     return r;
 }
@@ -517,6 +519,9 @@ static fsdp_status long_run_flags(const fsdp_flags *f, int argc, char **argv)
                              "-fsdp-checkpoint-every to keep; give that too", f->keep);
         P.run.keep = (int)k;
     }
+    if (f->log_events && !f->log)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-log-events: it adds the step's events to the lines of -fsdp-log; "
+                         "give -fsdp-log FILE too");
     if (f->keep_batch && !f->resume)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: it keeps a resumed checkpoint's global batch; give "
                          "-fsdp-resume (or -fsdp-resume auto) with it");
@@ -639,7 +644,13 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         /* A prediction of host memory, in this one process: no MPI, no GPU. */
         gpu_index = -1;
         s = fsdp_planner_run(*argc > 1 ? argv[1] : NULL, flags.plan, flags.budget, h, stdout);
+        if (s == FSDP_OK && flags.link) s = fsdp_linkplan_run(argv[1], flags.link, flags.budget, h, stdout);
         return s == FSDP_OK ? DN_DONE : DN_ERR_CONFIG;
+    }
+    if (s == FSDP_OK && flags.link) {
+        fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-link %s: it describes the machines -fsdp-plan plans a step for; give "
+                  "-fsdp-plan N CFG with it", flags.link);
+        return DN_ERR_CONFIG;
     }
     if (s == FSDP_OK && flags.budget) {
         fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: it bounds the settings -fsdp-plan prints; give -fsdp-plan N CFG "
@@ -694,6 +705,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
+    if (s == FSDP_OK && ctl->rank == 0 && flags.log_events) s = fsdp_engine_log_events(P.engine, 4096);
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();
     if (s == FSDP_OK && ctl->world > 1) s = fsdp_watch_start(P.timeout_s, ctl->rank, describe_wait, NULL);
     if (s != FSDP_OK) {

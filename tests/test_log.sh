@@ -3,7 +3,10 @@
 # steps give 20 JSON lines from rank 0 whose losses are the ones Darknet
 # prints, whose bytes add up to the stats file's, with progress lines and
 # the time left on stderr; tools/plot draws a PNG from two such logs and
-# refuses a file that is not one.
+# refuses a file that is not one.  With -fsdp-log-events the same run
+# trains the same bytes, and each line lists the step's operations, in
+# order, within the step, with no bytes to other machines on one machine;
+# tools/plot --timeline draws one step, and refuses a log without events.
 . "$(dirname "$0")/lib.sh"
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16
@@ -45,6 +48,30 @@ train_np "$WORK/b.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 7 -fsdp-log "$WORK/
 check "tools/plot draws a PNG from two logs (exit $rc, $(stat -c %s "$WORK/chart.png" 2>/dev/null) bytes)" \
   [ "$rc" = 0 -a "$(head -c 8 "$WORK/chart.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a -a \
     "$(stat -c %s "$WORK/chart.png" 2>/dev/null || echo 0)" -gt 10000 ]
+train_np "$WORK/c.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 6 -fsdp-log "$WORK/c.jsonl" -fsdp-log-events
+check "-fsdp-log-events: the same weights, byte for byte" "$WDIFF" "$WORK/a.w" "$WORK/c.w" --exact
+check "-fsdp-log-events: each step's operations in order, within the step, no bytes between machines" \
+  python3 -c 'import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+kinds = {"gather", "prefetch", "reduce", "settle", "step", "parts"}
+bad = []
+for l in lines:
+    ev = l["events"]
+    starts = [e[2] for e in ev]
+    if not ev or starts != sorted(starts) or l["events_dropped"]: bad.append("step %d: %s" % (l["step"], ev))
+    if abs(l["step_seconds"] - l["seconds"]) > 0.05 * l["seconds"] + 1e-3: bad.append("step %d: %s" % (l["step"], l["step_seconds"]))
+    for e in ev:
+        if e[0] not in kinds or e[3] is None or not (0 <= e[2] <= e[3] <= l["step_seconds"] + 1e-6) or e[4] or e[5]:
+            bad.append("step %d: %s" % (l["step"], e))
+    if not any(e[0] == "reduce" for e in ev): bad.append("step %d: no reduce" % l["step"])
+print(len(lines), "lines;", "; ".join(bad[:5]))
+sys.exit(len(lines) != 20 or bool(bad))' "$WORK/c.jsonl"
+"$S/tools/plot" --timeline "$WORK/c.jsonl" -o "$WORK/timeline.png" > "$WORK/tl.out" 2>&1 && rc=0 || rc=$?
+check "tools/plot --timeline draws one step (exit $rc)" \
+  [ "$rc" = 0 -a "$(head -c 8 "$WORK/timeline.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
+out=$("$S/tools/plot" --timeline "$WORK/a.jsonl" -o "$WORK/t2.png" 2>&1) && rc=0 || rc=$?
+check "tools/plot --timeline refuses a log without events (exit $rc)" \
+  [ "$rc" = 1 -a ! -e "$WORK/t2.png" -a -n "$(grep "a.jsonl:1: no events (run with -fsdp-log-events)" <<< "$out")" ]
 echo '{"step": 1}' > "$WORK/bad.jsonl"
 out=$("$S/tools/plot" "$WORK/bad.jsonl" -o "$WORK/bad.png" 2>&1) && rc=0 || rc=$?
 check "tools/plot refuses a file that is not a log (exit $rc)" \

@@ -29,6 +29,12 @@
 #               bytes and bytes_to_other_hosts equal the theory, at most
 #               full's (hierarchical) without it; checkpoints move between it and full on
 #               one machine; machines of unequal ranks turn it off, said so
+#   wire        shard_wire=bf16 / int8 under hybrid sharding and full, 4
+#               ranks round-robin: a seeded run repeats byte for byte, is
+#               near stock Darknet's and not equal to fp32's; the bytes on
+#               the wire (-fsdp-log-events) are the format's share of
+#               fp32's; rank 0 says what it costs, once; a checkpoint
+#               resumes bit for bit; on one machine it changes nothing
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/twohosts.sh"
 part=$1
@@ -375,6 +381,70 @@ print("%d %d" % (max(h), min(f)), "ok" if all(x <= y for x, y in zip(h, f)) else
         "$WDIFF" "$WORK/stock6.w" "$WORK/resumed.w" --tol 1e-4
     fi
   done
+  ;;
+wire)
+  make_data "$D" --classes 3 --per-class 16
+  np=4 b=4
+  mkdir -p "$WORK/s" "$WORK/w"
+  residual_cfg "$WORK/s/residual.cfg" 6 $((b * np))
+  train "$WORK/stock6.w" "$D/data.data" "$WORK/s/residual.cfg" -seed 3
+  # wire_check FP32_LOG LOG WIRE: event by event (steps 2-6), the bytes
+  # sent to the other machine are the fp32 run's in WIRE's format: int8 a
+  # byte a float and a 4-byte scale a block of 256, bf16 2 bytes.
+  wire_check() {
+    python3 -c 'import json, sys
+def events(path):
+    return [e for l in open(path) for e in json.loads(l)["events"] if json.loads(l)["step"] > 1 and e[4]]
+a, b, w = events(sys.argv[1]), events(sys.argv[2]), sys.argv[3]
+coded = lambda n: 2 * n if w == "bf16" else n + 4 * -(-n // 256)
+ok = len(a) == len(b) and all(x[0] == y[0] and y[4] == coded(x[4] // 4) and y[5] == coded(x[5] // 4) for x, y in zip(a, b))
+print("%d events, %d bytes against fp32 %d" % (len(b), sum(y[4] for y in b), sum(x[4] for x in a)))
+sys.exit(not ok)' "$@"
+  }
+  for mode in hybrid full; do
+    node=1; [ $mode = full ] && node=0
+    residual_cfg "$WORK/w/residual.cfg" 6 $b shard=full shard_node_shared=$node
+    train_2h "$WORK/$mode-fp32.w" $np "$D/data.data" "$WORK/w/residual.cfg" -seed 3 \
+      -fsdp-log "$WORK/$mode-fp32.log.json" -fsdp-log-events || fail "$mode fp32 ran"
+    for wire in bf16 int8; do
+      residual_cfg "$WORK/w/residual.cfg" 6 $b shard=full shard_node_shared=$node shard_wire=$wire
+      for run in 1 2; do
+        train_2h "$WORK/$mode-$wire-$run.w" $np "$D/data.data" "$WORK/w/residual.cfg" -seed 3 \
+          -fsdp-log "$WORK/$mode-$wire.log.json" -fsdp-log-events || fail "$mode $wire ran"
+      done
+      check "$mode, shard_wire=$wire: a seeded run repeats byte for byte" \
+        "$WDIFF" "$WORK/$mode-$wire-1.w" "$WORK/$mode-$wire-2.w" --exact
+      # The measured differences: 1.4e-3 (bf16) and 3.8e-3 (int8).
+      tol=5e-3; [ $wire = int8 ] && tol=1e-2
+      check "$mode, shard_wire=$wire: within $tol of stock Darknet's 4-times batch" \
+        "$WDIFF" "$WORK/stock6.w" "$WORK/$mode-$wire-1.w" --tol $tol
+      check_not "$mode, shard_wire=$wire: not fp32's weights (the wire is encoded)" \
+        "$WDIFF" "$WORK/$mode-fp32.w" "$WORK/$mode-$wire-1.w" --exact
+      check "$mode, shard_wire=$wire: rank 0 says once what it costs" \
+        [ "$(grep -c "fsdp: shard_wire=$wire: parameters and gradient sums cross between machines as $wire" "$WORK/$mode-$wire-1.w.err")" = 1 ]
+      check "$mode, shard_wire=$wire: each exchange's bytes to the other machine are fp32's in $wire" \
+        wire_check "$WORK/$mode-fp32.log.json" "$WORK/$mode-$wire.log.json" $wire
+    done
+  done
+  # A checkpoint under int8 hybrid sharding resumes bit for bit: the other
+  # machines' copies are the encoded masters, as in the run never stopped.
+  mkdir -p "$WORK/a" "$WORK/b" "$WORK/ck"
+  residual_cfg "$WORK/a/residual.cfg" 6 $b shard_node_shared=1 shard_wire=int8
+  residual_cfg "$WORK/b/residual.cfg" 3 $b shard_node_shared=1 shard_wire=int8
+  train_2h "$WORK/first.w" $np "$D/data.data" "$WORK/b/residual.cfg" -seed 3 -fsdp-checkpoint || fail "int8, 3 steps ran"
+  cp "$D"/backup/residual.weights* "$WORK/ck/"
+  train_2h "$WORK/resumed.w" $np "$D/data.data" "$WORK/a/residual.cfg" -seed 3 -fsdp-resume "$WORK/ck/residual.weights" ||
+    fail "int8, resumed ran"
+  check "hybrid, shard_wire=int8: 3 steps + resumed for 3, the 6 in one go, bit for bit" \
+    "$WDIFF" "$WORK/hybrid-int8-1.w" "$WORK/resumed.w" --exact
+  # One machine: nothing crosses a link, and nothing changes.
+  residual_cfg "$WORK/w/residual.cfg" 6 $b shard_wire=int8
+  train_np "$WORK/one.w" 2 "$D/data.data" "$WORK/w/residual.cfg" -seed 3 || fail "int8 on one machine ran"
+  residual_cfg "$WORK/w/residual.cfg" 6 $b
+  train_np "$WORK/one-fp32.w" 2 "$D/data.data" "$WORK/w/residual.cfg" -seed 3 || fail "fp32 on one machine ran"
+  check "one machine, shard_wire=int8: the fp32 weights, byte for byte" "$WDIFF" "$WORK/one-fp32.w" "$WORK/one.w" --exact
+  check "one machine, shard_wire=int8: rank 0 says it changes nothing" \
+    grep -q "fsdp: shard_wire=int8 changes nothing here: every rank runs on one machine" "$WORK/one.w.err"
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "fsdp.h"
+#include "fsdp_wire.h"
 
 typedef enum { FSDP_MEM_HOST = 0, FSDP_MEM_DEVICE = 1 } fsdp_mem;
 
@@ -184,6 +185,10 @@ struct fsdp_coll {
      * there. */
     int hierarchical;
     fsdp_node_layout node;   /* where it maps node memory; zero elsewhere */
+    /* Where its exchanges between machines go between peers (hierarchical):
+     * their format on the wire, which the engine sets, and the bytes they
+     * posted each way (fsdp_wire.h); NULL elsewhere. */
+    fsdp_wire *wire;
     void *ctx;
 };
 

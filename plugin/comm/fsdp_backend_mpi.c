@@ -46,7 +46,14 @@ typedef struct {
     int *ranks_at;        /* ... every machine's ranks by place (node.ranks_at) */
     int peers_open;
     fsdp_pairs peer;      /* ... the exchanges with them */
+    fsdp_wire wire;       /* ... their format on the wire, and their bytes */
     float *sums;          /* ... a reduce-scatter's machine sums, sent and received (2 M parts) */
+    int sums_slot;        /* ... the started one holding them until its wait (its slot), else -1 */
+    struct {              /* ... per ticket slot, what its wait finishes after the peers' messages */
+        int kind;         /* HIER_NONE, HIER_GATHER (the machine's shared-memory part), HIER_REDUCE (the sum) */
+        float *out;       /* the gather's full buffer, or the reduce's shard */
+        size_t n;
+    } started[FSDP_TICKETS];
     size_t sums_floats;
     const float **rows;   /* ... the received ones, in machine order (M) */
     int users;            /* holds on it: its control and its collectives, each until freed */
@@ -80,8 +87,34 @@ static fsdp_status hier_all_gather(mpib_ctx *c, const float *shard, float *full,
  * those sums to the peers; this rank's part the sum of the machines' sums,
  * in machine order (docs/DESIGN.md, "Backends": exact to float tolerance
  * against one machine, the same bytes run after run). */
-static fsdp_status hier_reduce_scatter(mpib_ctx *c, const float *full, float *shard, size_t n)
+enum { HIER_NONE, HIER_GATHER, HIER_REDUCE };
+
+/* A started exchange between machines done: its messages waited for, then
+ * the gather's shared-memory part, or the reduce's sum in machine order. */
+static fsdp_status hier_finish(mpib_ctx *c, int slot)
 {
+    FSDP_TRY(fsdp_pairs_complete(&c->peer, slot));
+    int kind = c->started[slot].kind;
+    float *out = c->started[slot].out;
+    size_t n = c->started[slot].n, machines = (size_t)c->node.machines;
+    c->started[slot].kind = HIER_NONE;
+    if (kind == HIER_GATHER)
+        for (int m = 0; m < c->node.machines; ++m)
+            FSDP_TRY(fsdp_shm_all_gather(c->shm, out + (size_t)c->peer_ranks[m] * n, out, n, ranks_on(c, m)));
+    if (kind == HIER_REDUCE) {
+        c->sums_slot = -1;
+        for (size_t m = 0; m < machines; ++m) c->rows[m] = c->sums + (machines + m) * n;
+        fsdp_sum_rows(out, c->rows, (int)machines, 0, n);
+    }
+    return FSDP_OK;
+}
+
+/* The machines' sums of this rank's peers' parts into `sums`, summed on
+ * this machine through shared memory; a started reduce still holding them
+ * is finished first. */
+static fsdp_status machine_sums(mpib_ctx *c, const float *full, size_t n)
+{
+    if (c->sums_slot >= 0) FSDP_TRY(hier_finish(c, c->sums_slot));
     size_t machines = (size_t)c->node.machines, need = 2 * machines * n;
     if (need > c->sums_floats) {
         free(c->sums);
@@ -90,9 +123,16 @@ static fsdp_status hier_reduce_scatter(mpib_ctx *c, const float *full, float *sh
         if (!c->sums)
             return fsdp_fail(FSDP_ERR_NOMEM, "no memory for %.1f MB of the machines' sums", need * 4 / 1e6);
     }
-    float *mine = c->sums, *theirs = c->sums + machines * n;
     for (size_t m = 0; m < machines; ++m)
-        FSDP_TRY(fsdp_shm_reduce_scatter(c->shm, full, mine + m * n, n, ranks_on(c, (int)m)));
+        FSDP_TRY(fsdp_shm_reduce_scatter(c->shm, full, c->sums + m * n, n, ranks_on(c, (int)m)));
+    return FSDP_OK;
+}
+
+static fsdp_status hier_reduce_scatter(mpib_ctx *c, const float *full, float *shard, size_t n)
+{
+    size_t machines = (size_t)c->node.machines;
+    FSDP_TRY(machine_sums(c, full, n));
+    float *mine = c->sums, *theirs = c->sums + machines * n;
     FSDP_TRY(fsdp_pairs_all_to_all(&c->peer, mine, theirs, n));
     for (size_t m = 0; m < machines; ++m) c->rows[m] = theirs + m * n;
     fsdp_sum_rows(shard, c->rows, (int)machines, 0, n);
@@ -231,7 +271,16 @@ static fsdp_status mpib_all_gather_start(fsdp_coll *b, const float *shard, float
     FSDP_TRY(mpib_ticket(b, &slot, ticket));
     if (n == 0 || n > mpib_limit(b) || b->starts_block)
         return mpib_all_gather(b, shard, full, n);
-    return fsdp_pairs_all_gather_start(&((mpib_ctx *)b->ctx)->pairs, shard, full, n, NULL, slot);
+    mpib_ctx *c = b->ctx;
+    if (hierarchical(c)) {
+        /* The peers' parts travel now; the machine's share at the wait. */
+        FSDP_TRY(fsdp_pairs_all_gather_start(&c->peer, shard, full, n, c->peer_ranks, slot));
+        c->started[slot].kind = HIER_GATHER;
+        c->started[slot].out = full;
+        c->started[slot].n = n;
+        return FSDP_OK;
+    }
+    return fsdp_pairs_all_gather_start(&c->pairs, shard, full, n, NULL, slot);
 }
 
 static fsdp_status mpib_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n,
@@ -243,7 +292,20 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_coll *b, const float *full, fl
     FSDP_TRY(mpib_ticket(b, &slot, ticket));
     if (n == 0 || n > mpib_limit(b) || b->starts_block)
         return mpib_reduce_scatter(b, full, shard, n);
-    return fsdp_pairs_reduce_scatter_start(&((mpib_ctx *)b->ctx)->pairs, full, shard, n, slot);
+    mpib_ctx *c = b->ctx;
+    if (hierarchical(c)) {
+        /* The machine's sums now; the machines' exchange of them travels
+         * until the wait, which adds them. */
+        size_t machines = (size_t)c->node.machines;
+        FSDP_TRY(machine_sums(c, full, n));
+        FSDP_TRY(fsdp_pairs_all_to_all_start(&c->peer, c->sums, c->sums + machines * n, n, slot));
+        c->sums_slot = slot;
+        c->started[slot].kind = HIER_REDUCE;
+        c->started[slot].out = shard;
+        c->started[slot].n = n;
+        return FSDP_OK;
+    }
+    return fsdp_pairs_reduce_scatter_start(&c->pairs, full, shard, n, slot);
 }
 
 static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
@@ -254,7 +316,7 @@ static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
     for (; c->tickets.waited < upto; ++c->tickets.waited) {
         int slot = (int)(c->tickets.waited % FSDP_TICKETS);
         if (c->pairs_open) FSDP_TRY(fsdp_pairs_complete(&c->pairs, slot));
-        if (c->peers_open) FSDP_TRY(fsdp_pairs_complete(&c->peer, slot));
+        if (c->peers_open) FSDP_TRY(hier_finish(c, slot));
     }
     return FSDP_OK;
 }
@@ -403,6 +465,7 @@ static fsdp_status mpib_open(mpib_ctx *c, int shm, int *rank, int *world)
     c->pairs_open = 1;
     if (ok && c->node.machines > 1) {
         ok = fsdp_pairs_open(&c->peer, c->peers, c->limit) == FSDP_OK;
+        c->peer.wire = &c->wire;
         c->peers_open = 1;
     }
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm));
@@ -431,7 +494,7 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     }
     /* The creator's hold, dropped at the end: the context goes with it
      * where nothing was made. */
-    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .peers = MPI_COMM_NULL, .limit = INT_MAX, .users = 1 };
+    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .peers = MPI_COMM_NULL, .limit = INT_MAX, .sums_slot = -1, .users = 1 };
     int rank = 0, world = 0;
     fsdp_status s = mpib_open(c, b != NULL, &rank, &world);
     if (s == FSDP_OK && h) {
@@ -443,10 +506,11 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     }
     if (s == FSDP_OK && b) {
         *b = (fsdp_coll){ .iface = mpib_coll, .name = "mpi", .rank = rank, .world = world,
-                          .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm) || hierarchical(c),
+                          .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm),
                           .scratch_terms = hierarchical(c) ? 0 : c->pairs_open ? world - 1 : 0,
                           .sums_terms = hierarchical(c) ? 2 * c->node.machines : 0,
-                          .hierarchical = hierarchical(c), .node = c->node, .ctx = c };
+                          .hierarchical = hierarchical(c), .node = c->node,
+                          .wire = hierarchical(c) ? &c->wire : NULL, .ctx = c };
         if (c->shm) {
             b->iface.node_alloc = mpib_node_alloc;
             b->iface.node_sync = mpib_node_sync;

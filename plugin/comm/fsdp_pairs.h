@@ -32,18 +32,33 @@
 #include <stddef.h>
 #include "fsdp_backend.h"
 #include "fsdp_mpi.h"
+#include "fsdp_wire.h"
 
-enum { FSDP_PAIRS_NOW, FSDP_PAIRS_HELD };   /* the scratch of blocking calls, of the started one */
+enum { FSDP_PAIRS_NOW, FSDP_PAIRS_HELD };
+enum { FSDP_PAIRS_GATHER = 1, FSDP_PAIRS_ALL_TO_ALL };   /* the scratch of blocking calls, of the started one */
 /* Floats of each term a blocking sum takes at once: FSDP_PAIRS_ROUND up
  * to 5 ranks, then fewer, so that the round's scratch for the other ranks'
  * terms stays FSDP_PAIRS_NOW_FLOATS at any world (and a page at least). */
 #define FSDP_PAIRS_ROUND ((size_t)1 << 16)
+/* Bytes in one message between machines: below Open MPI's TCP eager limit
+ * (64 KB with its header), so that no message waits for a go-ahead. */
+#define FSDP_PAIRS_PIECE ((size_t)60 * 1024)
 #define FSDP_PAIRS_NOW_FLOATS ((size_t)1 << 18)
 static inline size_t fsdp_pairs_round(int ranks)
 {
     size_t r = ranks > 1 ? FSDP_PAIRS_NOW_FLOATS / (size_t)(ranks - 1) : FSDP_PAIRS_ROUND, page = 1024;
     return r > FSDP_PAIRS_ROUND ? FSDP_PAIRS_ROUND : r < page ? page : r;
 }
+
+/* A started exchange between machines, to decode at its completion. */
+typedef struct fsdp_pairs_wired {
+    int kind;                /* 0: none; FSDP_PAIRS_GATHER, FSDP_PAIRS_ALL_TO_ALL */
+    fsdp_wire_format format;
+    unsigned char *coded;    /* its encoded parts, held until it completes */
+    size_t coded_bytes, n;
+    float *out;
+    const int *place;
+} fsdp_pairs_wired;
 
 typedef struct fsdp_pairs {
     MPI_Comm comm;
@@ -58,6 +73,13 @@ typedef struct fsdp_pairs {
     int nstarted[FSDP_TICKETS];
     float *scratch[2];
     size_t scratch_floats[2];
+    fsdp_wire *wire;         /* between machines: the format, and the bytes counted (NULL: neither) */
+    unsigned char *coded;    /* encoded parts: this rank's, then the others' (a blocking exchange) */
+    size_t coded_bytes;
+    MPI_Request *pieces[FSDP_TICKETS + 1];   /* between machines: per ticket slot, and blocking */
+    size_t pieces_cap[FSDP_TICKETS + 1];
+    int npieces[FSDP_TICKETS + 1];
+    fsdp_pairs_wired wired[FSDP_TICKETS];   /* per ticket slot */
     struct {                 /* the started reduce-scatter whose terms are still to add */
         int live, slot;
         const float *full;
@@ -65,6 +87,12 @@ typedef struct fsdp_pairs {
         size_t n;
     } held;
 } fsdp_pairs;
+
+/* Where the exchanges cross between machines (a rank and its peers): the
+ * all-gathers and all-to-alls travel in wire->format (fsdp_wire.h), each
+ * part encoded once and decoded where it lands, and the bytes are counted
+ * there.  Sums (reduce-scatter, all-reduce) between such ranks are the
+ * caller's: it sends each machine's sum through the all-to-all. */
 
 /* On comm (not owned); collective only in that every rank opens its own. */
 fsdp_status fsdp_pairs_open(fsdp_pairs *p, MPI_Comm comm, size_t limit);
@@ -86,6 +114,8 @@ fsdp_status fsdp_pairs_all_to_all(fsdp_pairs *p, const float *send, float *recv,
 fsdp_status fsdp_pairs_all_gather_start(fsdp_pairs *p, const float *shard, float *full, size_t n, const int *place,
                                         int slot);
 fsdp_status fsdp_pairs_reduce_scatter_start(fsdp_pairs *p, const float *full, float *shard, size_t n, int slot);
+/* Between machines (wire set): the all-to-all, started. */
+fsdp_status fsdp_pairs_all_to_all_start(fsdp_pairs *p, const float *send, float *recv, size_t count, int slot);
 /* Slot's exchange done: its messages waited for, a reduce-scatter's terms
  * added.  Nothing to do is fine. */
 fsdp_status fsdp_pairs_complete(fsdp_pairs *p, int slot);

@@ -267,6 +267,7 @@ fsdp_status fsdp_watch_wrap(fsdp_ctl **ctl, fsdp_coll **coll)
             .name = inner->name, .rank = inner->rank, .world = inner->world, .mem = inner->mem,
             .starts_block = inner->starts_block, .scratch_terms = inner->scratch_terms,
             .sums_terms = inner->sums_terms, .hierarchical = inner->hierarchical, .node = inner->node,
+            .wire = inner->wire,
             .ctx = inner,
         };
         *coll = b;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_cfg.h"
+#include "fsdp_wire.h"
 
 const char *fsdp_strategy_str(fsdp_strategy s)
 {
@@ -102,6 +103,13 @@ static int net_option(fsdp_cfg *c, const char *file, int line, const char *key, 
     if (!strcmp(key, "shard_prefetch")) {
         if (!parse_bool(val, &c->prefetch))
             return error(c, file, line, "shard_prefetch=%s: expected 0 or 1", val);
+        c->prefetch_set = 1;
+        return 1;
+    }
+    if (!strcmp(key, "shard_wire")) {
+        int w = fsdp_wire_parse(val);
+        if (w < 0) return error(c, file, line, "shard_wire=%s: expected fp32, bf16 or int8", val);
+        c->wire = w;
         return 1;
     }
     if (!strcmp(key, "shard_node_shared")) {

@@ -23,8 +23,10 @@ typedef struct fsdp_cfg {
     fsdp_strategy strategy;
     int reshard_after_forward;
     int prefetch;
+    int prefetch_set;          /* the cfg names shard_prefetch (either value) */
     int node_shared;           /* shard_node_shared=1 */
     int node_shared_set;       /* the cfg names shard_node_shared (either value) */
+    int wire;                  /* shard_wire: an fsdp_wire_format */
     long auto_group;           /* 0: off */
     int auto_group_set;        /* the cfg names shard_auto_group (0 included) */
     int sync_bn;               /* batch norm on the global batch statistics (default 1) */

@@ -18,6 +18,9 @@ const fsdp_cfg_key fsdp_cfg_keys[] = {
     { "shard_node_shared", FSDP_KEY_NET, "1|0",
       "shard=full: keep the parameters once per machine in shared memory, so gathering moves nothing (default 1 where every "
       "rank shares one machine; on several machines 1 is hybrid sharding, default 0)" },
+    { "shard_wire", FSDP_KEY_NET, "fp32|bf16|int8",
+      "how parameters and gradient sums cross between machines: fp32 (default, exact), bf16, or int8 in blocks of 256 "
+      "with an fp32 scale each; the optimizer's part and state stay fp32, and nothing changes within a machine" },
     { "shard_auto_group", FSDP_KEY_NET, "N",
       "put ungrouped layers into groups auto0, auto1, ... of at least N parameters; 0: none (default: where the cfg names no group, a 16th of the model, at least 1000000)" },
     { "sync_bn", FSDP_KEY_NET, "1|0",

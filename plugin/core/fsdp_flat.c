@@ -197,20 +197,29 @@ int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f)
     return f->in_node && f->nfull <= c->node->slot_floats;
 }
 
-fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, uint64_t *bytes)
+fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes)
 {
     *bytes = 0;
     if (!f->in_node) return FSDP_OK;
     fsdp_node *n = c->node;
     n->stale = 1;
+    f->written_at = n->syncs + 1;
     if (n->at.machines == 1) return FSDP_OK;
     *bytes = f->nfull * sizeof(float);
     /* One on its way at a time, so that a model of many groups stays
      * within the backend's tickets: the one before has had the exchanges
      * since to travel with. */
     FSDP_TRY(fsdp_flat_node_settle(c));
+    fsdp_wire before = c->coll->wire ? *c->coll->wire : (fsdp_wire){ 0 };
+    int ev = fsdp_tl_begin(c->tl, "parts", -1);   /* ended at the wait (fsdp_flat_node_settle) */
     FSDP_TRY(fsdp_coll_peer_all_gather_start(c->coll, f->node, f->shard, &n->publish_ticket));
+    if (c->coll->wire) {
+        n->publish_out = c->coll->wire->out - before.out;
+        n->publish_in = c->coll->wire->in - before.in;
+        fsdp_tl_add_bytes(c->tl, ev, n->publish_out, n->publish_in);
+    }
     n->publishing = 1;
+    n->publishing_flat = f;
     return FSDP_OK;
 }
 
@@ -219,7 +228,14 @@ fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c)
     fsdp_node *n = c->node;
     if (!n->publishing) return FSDP_OK;
     n->publishing = 0;
-    return fsdp_coll_wait(c->coll, n->publish_ticket);
+    fsdp_status s = fsdp_coll_wait(c->coll, n->publish_ticket);
+    /* The peers' parts landed in this machine's memory: the next sync shows
+     * them to its other ranks. */
+    n->stale = 1;
+    if (n->publishing_flat) n->publishing_flat->written_at = n->syncs + 1;
+    n->publishing_flat = NULL;
+    fsdp_tl_end(c->tl, fsdp_tl_find_open(c->tl, "parts"), 0, 0);
+    return s;
 }
 
 fsdp_status fsdp_flat_unshard_start(const fsdp_flat_ctx *c, fsdp_flat *f)
@@ -244,8 +260,11 @@ fsdp_status fsdp_flat_unshard(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *by
     } else if (c->ctl->world == 1) {
         f->full = f->own;   /* a world of one: the shard is the whole buffer */
     } else if (f->in_node) {
-        FSDP_TRY(fsdp_flat_node_settle(c));
-        if (c->node->stale) FSDP_TRY(fsdp_flat_node_sync(c));
+        const fsdp_node *n = c->node;
+        if (f->written_at > n->syncs || (n->publishing && n->publishing_flat == f)) {
+            FSDP_TRY(fsdp_flat_node_settle(c));
+            if (n->stale) FSDP_TRY(fsdp_flat_node_sync(c));
+        }
         f->full = f->node;
         f->state = FSDP_FLAT_GATHERED;
         point(f, f->full);
@@ -274,6 +293,7 @@ void fsdp_flat_reshard(const fsdp_flat_ctx *c, fsdp_flat *f)
 fsdp_status fsdp_flat_node_sync(const fsdp_flat_ctx *c)
 {
     FSDP_TRY(fsdp_coll_node_sync(c->coll));
+    ++c->node->syncs;
     /* Every rank's writes before the sync are everyone's now, whichever
      * sync it was: the update's own sync after the last group leaves the
      * next forward nothing to sync.  Parts still arriving from the peers

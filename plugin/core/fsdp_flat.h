@@ -54,6 +54,7 @@
 #include "fsdp_backend.h"
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
+#include "fsdp_timeline.h"
 
 /* Node memory the ranks of one machine share (shard_node_shared=1): the
  * flats' parameters, and the gradient slots fsdp_grad.h uses. */
@@ -63,6 +64,9 @@ typedef struct fsdp_node {
     int stale;            /* a rank wrote node-shared parameters since the last node_sync */
     int publishing;       /* several machines: updated parts on their way to the peers (started) */
     int publish_ticket;   /* ... the latest, whose wait completes them all */
+    struct fsdp_flat *publishing_flat;   /* ... whose parts they are */
+    unsigned long syncs;  /* node_syncs so far: a flat written after the last one is stale */
+    uint64_t publish_out, publish_in;   /* ... its bytes to and from other machines */
     float *grad_slots;    /* one slot per rank of the machine, place p's at p * slot_floats */
     float *reduce_slots;  /* several machines: as many again, for a gradient that reduces while
                            * another accumulates in the slot (a group nested in another) */
@@ -80,6 +84,7 @@ typedef struct fsdp_flat_ctx {
     fsdp_coll *coll;      /* collectives on the flat's buffers (host or device memory) */
     int values_agreed;   /* Darknet's arrays hold the same values on every rank (fsdp_stage.h): no broadcast */
     fsdp_node *node;     /* always set; node->on only under shard_node_shared=1 */
+    fsdp_timeline *tl;   /* rank 0's events for -fsdp-log-events (off elsewhere) */
 } fsdp_flat_ctx;
 
 /* How a flat is kept. */
@@ -118,6 +123,7 @@ typedef struct fsdp_flat {
     float *own;          /* this rank's parameters (shard, or the replica) */
     float *full;         /* gathered parameters (GATHERED) */
     int in_node;         /* the full buffer lives in node memory: `node` */
+    unsigned long written_at;   /* in node memory: the node_sync its last write needs (node->syncs + 1 then) */
     float *node;
     float *pending;      /* the all-gather's destination (GATHERING), ticket gather_ticket */
     int gather_ticket;
@@ -148,15 +154,17 @@ fsdp_status fsdp_flat_move_to_node(const fsdp_flat_ctx *c, fsdp_flat *f, float *
  * (when the slot is free): a node-shared flat no larger than the slot. */
 int fsdp_flat_fits_slot(const fsdp_flat_ctx *c, const fsdp_flat *f);
 /* This rank wrote its own part (an optimizer step, a checkpoint load):
- * the node is stale, and on several machines the part starts on its way
+ * the node and the flat are stale, and on several machines the part starts on its way
  * to this rank's peers, into their machines' node memory (collective over
  * the peers; the same flats on every rank).  It arrives by the next
  * gather, which waits for it (fsdp_flat_node_settle), and runs meanwhile
  * with the exchanges that follow.  *bytes: the flat's full buffer where
  * parts cross machines, else 0. */
-fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, const fsdp_flat *f, uint64_t *bytes);
+fsdp_status fsdp_flat_own_written(const fsdp_flat_ctx *c, fsdp_flat *f, uint64_t *bytes);
 /* Waits for the parts on their way to the peers, if any; the node stays
- * stale until the next node_sync. */
+ * stale until the next node_sync.  A gather waits and syncs only for a
+ * flat written since the last sync, or whose parts are on their way: the
+ * other machines' parts of one group travel while another computes. */
 fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c);
 /* node_sync: every rank's writes to node memory before it are visible to
  * every rank after it, so the node is no longer stale (unless parts are

@@ -32,6 +32,8 @@ void fsdp_engine_set_options(fsdp_engine *e, const fsdp_engine_options *o)
 }
 
 void fsdp_engine_set_coll(fsdp_engine *e, fsdp_coll *coll) { e->coll = coll; }
+fsdp_status fsdp_engine_log_events(fsdp_engine *e, int cap) { return fsdp_tl_open(&e->tl, cap); }
+fsdp_timeline *fsdp_engine_timeline(fsdp_engine *e) { return &e->tl; }
 void fsdp_engine_set_strategy(fsdp_engine *e, fsdp_strategy strategy) { e->cfg.strategy = strategy; }
 
 static void release_network(fsdp_engine *e)
@@ -77,6 +79,7 @@ void fsdp_engine_free(fsdp_engine *e)
     fsdp_cfg_free(&e->cfg);
     fsdp_stage_free(&e->stage);
     fsdp_bn_free(&e->bn);
+    fsdp_tl_close(&e->tl);
     free(e);
 }
 
@@ -326,6 +329,58 @@ static fsdp_status share_node(fsdp_engine *e)
     return FSDP_OK;
 }
 
+/* shard_prefetch as the cfg says; unsaid, on where the exchanges cross
+ * between machines (hierarchical), so that the link carries the next
+ * group's parts while this one computes. */
+static int prefetch_wanted(const fsdp_engine *e)
+{
+    return e->cfg.prefetch_set ? e->cfg.prefetch : e->coll->hierarchical;
+}
+
+/* shard_wire: the format of what crosses between machines, where the
+ * backend's exchanges between machines go between peers; rank 0 says once
+ * what it costs, or why it changes nothing. */
+static void set_wire(fsdp_engine *e)
+{
+    fsdp_wire_format f = (fsdp_wire_format)e->cfg.wire;
+    const char *name = fsdp_wire_name(f);
+    int machines = e->coll->node.machines;
+    if (e->coll->wire) e->coll->wire->format = f;
+    if (f == FSDP_WIRE_FP32 || e->ctl->rank != 0) return;
+    if (!e->coll->wire && machines <= 1 && !fsdp_coll_maps_node(e->coll))
+        fprintf(stderr, "fsdp: shard_wire=%s is off: the %s backend does not tell which ranks share a machine "
+                "(FSDP_SHM=0, or machines running different numbers of ranks); everything travels in fp32\n", name,
+                e->coll->name);
+    else if (!e->coll->wire)
+        fprintf(stderr, "fsdp: shard_wire=%s changes nothing here: every rank runs on one machine\n", name);
+    else
+        fprintf(stderr, "fsdp: shard_wire=%s: parameters and gradient sums cross between machines as %s (%.2fx the "
+                "bytes of fp32; each float within %.2g of %s): the weights are no longer exactly stock Darknet's "
+                "with the %d-times batch, and still repeat byte for byte with -seed; the optimizer's parts and "
+                "state, checkpoints and weights files stay fp32\n", name,
+                f == FSDP_WIRE_INT8 ? "int8 in blocks of 256 floats with an fp32 scale each" : "bf16",
+                (double)fsdp_wire_bytes(f, 1u << 20) / (4u << 20), fsdp_wire_error(f),
+                f == FSDP_WIRE_INT8 ? "its block's largest magnitude" : "itself", e->ctl->world);
+}
+
+/* A weights file holds the optimizer's fp32 parts: while one is written,
+ * what crosses between machines is fp32, and under hybrid sharding every
+ * machine's copy is made exact first, and encoded again after. */
+static fsdp_status wire_exact(fsdp_engine *e, int exact)
+{
+    fsdp_wire *w = e->coll->wire;
+    if (!w || e->cfg.wire == FSDP_WIRE_FP32) return FSDP_OK;
+    w->format = exact ? FSDP_WIRE_FP32 : (fsdp_wire_format)e->cfg.wire;
+    if (!e->node.on || e->node.at.machines < 2) return FSDP_OK;
+    FSDP_TRY(fsdp_flat_node_settle(&e->flat));
+    for (int g = 0; g < e->ngroups; ++g) {
+        fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
+        for (int k = 0; k < 2; ++k)
+            if (fl[k]->nt && fl[k]->in_node) FSDP_TRY(fsdp_coll_peer_all_gather(e->coll, fl[k]->node, fl[k]->shard));
+    }
+    return fsdp_flat_node_sync(&e->flat);
+}
+
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 {
     if (e->net)
@@ -351,16 +406,17 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->ngroups = e->plan.ngroups;
     fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
-                            e->cfg.prefetch && fsdp_coll_starts_all_gather(e->coll), e->rc.group_on };
+                            prefetch_wanted(e) && fsdp_coll_starts_all_gather(e->coll), e->rc.group_on };
     FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
     /* A staged build gathers every layer from the same slices on every rank. */
-    e->flat = (fsdp_flat_ctx){ &e->mem, e->ctl, e->coll, e->stage.enabled, &e->node };
+    e->flat = (fsdp_flat_ctx){ &e->mem, e->ctl, e->coll, e->stage.enabled, &e->node, &e->tl };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     e->tally.group = calloc((size_t)e->ngroups, sizeof *e->tally.group);
     if (!e->groups || !e->tally.group) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
     fsdp_stage_free(&e->stage);
+    set_wire(e);
     FSDP_TRY(share_node(e));
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
@@ -531,9 +587,42 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     return s;
 }
 
+/* The ops a log's events name (fsdp_timeline.h); NULL: not an event. */
+static const char *op_event(fsdp_op_kind k)
+{
+    switch (k) {
+    case FSDP_OP_UNSHARD: return "gather";
+    case FSDP_OP_PREFETCH: return "prefetch";
+    case FSDP_OP_REDUCE: return "reduce";
+    case FSDP_OP_SETTLE: return "settle";
+    case FSDP_OP_STEP: return "step";
+    default: return NULL;
+    }
+}
+
+static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_args *a);
+
 /* One op of the step plan on the flats.  `a` is the update's arguments
  * where an op steps the optimizer (reduce, settle, step), else NULL. */
 static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
+{
+    const char *what = e->tl.on ? op_event(op->kind) : NULL;
+    if (!what) return run_op_now(e, op, a);
+    fsdp_wire w0 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
+    int ev = fsdp_tl_begin(&e->tl, what, op->group);
+    fsdp_status s = run_op_now(e, op, a);
+    fsdp_wire w1 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
+    /* An exchange started here (the updated parts) has its own event. */
+    uint64_t started_out = 0, started_in = 0;
+    if (e->node.publishing && fsdp_tl_find_open(&e->tl, "parts") > ev) {
+        started_out = e->node.publish_out;
+        started_in = e->node.publish_in;
+    }
+    fsdp_tl_end(&e->tl, ev, w1.out - w0.out - started_out, w1.in - w0.in - started_in);
+    return s;
+}
+
+static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_args *a)
 {
     /* A counting copy runs the flats' operations alone: the activations'
      * arenas are counted with the activations (fsdp_memplan.c). */
@@ -579,6 +668,47 @@ static int last_micro_batch(const fsdp_engine *e, const network *net)
     return ((*net->seen) / ((size_t)net->batch * e->ctl->world)) % net->subdivisions == 0;
 }
 
+/* Unshards followed by prefetches (a group's flats, then the next
+ * group's): the unshards' gathers start first and the prefetches' right
+ * behind them, then the unshards wait, so that the link between machines
+ * carries them back to back instead of idling between them.  The flats
+ * pass through the states the plan's order would (an unshard's SHARDED ->
+ * GATHERING -> GATHERED).  Returns the index past the prefetches, or k
+ * where the ops at k are not such a run. */
+static int run_ahead(fsdp_engine *e, const fsdp_op *ops, int n, int k, int training, int last, fsdp_status *s)
+{
+    int u = k, p;
+    while (u < n && ops[u].kind == FSDP_OP_UNSHARD) ++u;
+    for (p = u; p < n && ops[p].kind == FSDP_OP_PREFETCH; ++p) {}
+    enum { MOST = 8 };   /* a group's two flats, a few groups at one point */
+    if (u == k || p == u || u - k > MOST) return k;
+    *s = FSDP_OK;
+    /* A started gather's event runs from its start to its wait's end. */
+    int ev[MOST];
+    uint64_t out[MOST], in[MOST];
+    for (int j = k; j < u && *s == FSDP_OK; ++j) {
+        ev[j - k] = -1;
+        if (!fsdp_op_applies(&ops[j], training, last) || flat_of(e, &ops[j])->state != FSDP_FLAT_SHARDED) continue;
+        fsdp_wire w0 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
+        ev[j - k] = fsdp_tl_begin(&e->tl, "gather", ops[j].group);
+        *s = fsdp_flat_unshard_start(&e->flat, flat_of(e, &ops[j]));
+        out[j - k] = e->coll->wire ? e->coll->wire->out - w0.out : 0;
+        in[j - k] = e->coll->wire ? e->coll->wire->in - w0.in : 0;
+    }
+    for (int j = u; j < p && *s == FSDP_OK; ++j)
+        if (fsdp_op_applies(&ops[j], training, last)) *s = run_op(e, &ops[j], NULL);
+    for (int j = k; j < u && *s == FSDP_OK; ++j) {
+        if (!fsdp_op_applies(&ops[j], training, last)) continue;
+        if (ev[j - k] < 0) {
+            *s = run_op(e, &ops[j], NULL);
+            continue;
+        }
+        *s = run_op_now(e, &ops[j], NULL);
+        fsdp_tl_end(&e->tl, ev[j - k], out[j - k], in[j - k]);
+    }
+    return p;
+}
+
 fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at at, int training, int last)
 {
     int n;
@@ -586,6 +716,13 @@ fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at a
     const update_args *a = NULL;
     for (int k = 0; k < n; ++k) {
         if (!fsdp_op_applies(&ops[k], training, last)) continue;
+        fsdp_status s = FSDP_OK;
+        int past = run_ahead(e, ops, n, k, training, last, &s);
+        FSDP_TRY(s);
+        if (past != k) {
+            k = past - 1;
+            continue;
+        }
         /* A counting copy steps nothing, so needs no learning rate. */
         if (ops[k].kind == FSDP_OP_REDUCE && !a) a = e->counts ? &e->step_args : backward_args(e, net);
         FSDP_TRY(run_op(e, &ops[k], a));
@@ -698,6 +835,10 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
     fsdp_group *g = &e->groups[e->plan.layer_group[i]];
     fsdp_flat *fl[2] = { &g->train, &g->frozen };
     int last = i == g->info->layers[g->info->nlayers - 1];
+    if (when == DN_BEFORE && !e->saving) {
+        e->saving = 1;
+        FSDP_TRY(wire_exact(e, 1));
+    }
     for (int k = 0; k < 2; ++k) {
         if (when == DN_BEFORE) {
             uint64_t bytes;
@@ -722,7 +863,9 @@ fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)
         fsdp_flat_save_end(&e->flat, &e->groups[k].train);
         fsdp_flat_save_end(&e->flat, &e->groups[k].frozen);
     }
-    return FSDP_OK;
+    if (!e->saving) return FSDP_OK;
+    e->saving = 0;
+    return wire_exact(e, 0);
 }
 
 void fsdp_engine_describe_wait(const fsdp_engine *e, const void *buf, char *out, size_t n)

@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include "darknet_plugin.h"
 #include "fsdp.h"
+#include "fsdp_timeline.h"
 #include "fsdp_backend.h"
 #include "fsdp_bn.h"
 #include "fsdp_cfg.h"
@@ -85,6 +86,10 @@ const fsdp_bn *fsdp_engine_bn(const fsdp_engine *e);
 const fsdp_layout_plan *fsdp_engine_layout(const fsdp_engine *e);
 const fsdp_step_plan *fsdp_engine_step_plan(const fsdp_engine *e);
 int fsdp_engine_steps(const fsdp_engine *e);
+/* Rank 0 with -fsdp-log-events: record each step's operations, at most CAP
+ * a step (fsdp_timeline.h); the log writes and clears them. */
+fsdp_status fsdp_engine_log_events(fsdp_engine *e, int cap);
+fsdp_timeline *fsdp_engine_timeline(fsdp_engine *e);
 int fsdp_engine_node_on(const fsdp_engine *e);
 uint64_t fsdp_engine_plan_hash(const fsdp_engine *e);
 /* Group g's trainable and frozen parameters. */

@@ -57,6 +57,8 @@ struct fsdp_engine {
     fsdp_tally tally;
     int counts;              /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
     fsdp_bn bn;              /* synchronized batch norm: its state and counts */
+    fsdp_timeline tl;        /* rank 0 with -fsdp-log-events: the step's operations (fsdp_timeline.h) */
+    int saving;              /* a weights file is being written (its groups lent one at a time) */
 };
 
 /* The ops at layer i's hook point `at` that apply to a step that trains

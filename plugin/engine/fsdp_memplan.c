@@ -246,10 +246,11 @@ static fsdp_status counting_init(counting *c, const fsdp_engine *real)
     e->rs_inflight = NULL;
     e->args_set = 0;
     e->node.terms = NULL;
+    e->tl = (fsdp_timeline){ 0 };   /* counting records no events */
     fsdp_mem_count_init(&e->mem, &c->count, &e->pool, real->mem.align);
     fsdp_status s = fsdp_backend_null_like(real->coll, &c->coll);
     e->coll = c->coll;
-    e->flat = (fsdp_flat_ctx){ &e->mem, real->ctl, c->coll, 1, &e->node };
+    e->flat = (fsdp_flat_ctx){ &e->mem, real->ctl, c->coll, 1, &e->node, NULL };
     if (s == FSDP_OK && real->node.on) s = count_node(e, &real->node);
     if (s != FSDP_OK) return s;
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
@@ -317,7 +318,14 @@ static size_t collective_scratch(const fsdp_coll *real, const fsdp_coll *counted
 {
     size_t started, any;
     fsdp_backend_null_largest(counted, &started, &any);
-    return ((size_t)real->scratch_terms * started + (size_t)real->sums_terms * any) * sizeof(float);
+    size_t bytes = ((size_t)real->scratch_terms * started + (size_t)real->sums_terms * any) * sizeof(float);
+    /* Encoded parts between machines (shard_wire): a blocking all-to-all's
+     * 2 M, and those of the started exchanges in flight at once: a
+     * prefetch's two flats (M each), a reduce-scatter (2 M) and hybrid
+     * sharding's updated parts (M); each the largest part's encoding. */
+    if (real->wire && real->wire->format != FSDP_WIRE_FP32)
+        bytes += 7 * (size_t)real->node.machines * fsdp_wire_bytes(real->wire->format, any);
+    return bytes;
 }
 
 /* The host pool's footprint over two steps (the second finds the pool as

@@ -9,6 +9,7 @@
 const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", VALUE(stats), NULL, 0 },
     { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", VALUE(log), NULL, 0 },
+    { "-fsdp-log-events", NULL, "with -fsdp-log: each line also lists when the step's gathers, reduces, optimizer steps and exchanges between machines ran", VALUE(log_events), NULL, 0 },
     { "-fsdp-backend", "mpi|mpi-staged|nccl", "host runs: mpi; GPU runs: nccl (default, one GPU per rank) or mpi-staged (MPI through host memory)", VALUE(backend), NULL, 0 },
     { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (default 600, 0: never)", VALUE(timeout), NULL, 0 },
     { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint), NULL, 0 },
@@ -18,6 +19,7 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-keep-batch", NULL, "resuming on another number of ranks: keep the checkpoint's global batch (more subdivisions per rank)", VALUE(keep_batch), NULL, 0 },
     { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan), NULL, 0 },
     { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget), NULL, 0 },
+    { "-fsdp-link", "MxL,MBIT[,MS]", "with -fsdp-plan: also print a step's time on M machines of L ranks over a link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire", VALUE(link), NULL, 0 },
     { "-fsdp-help", NULL, "print this help and exit", VALUE(help), NULL, 0 },
 };
 const int fsdp_nflags = (int)(sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]);

@@ -11,10 +11,12 @@
 typedef struct fsdp_flags {
     const char *stats;     /* -fsdp-stats FILE */
     const char *log;       /* -fsdp-log FILE */
+    int log_events;        /* -fsdp-log-events */
     const char *backend;   /* -fsdp-backend mpi|nccl */
     const char *timeout;   /* -fsdp-timeout SECONDS (fsdp_watch.h) */
     const char *plan;      /* -fsdp-plan N (fsdp_planner.h) */
     const char *budget;    /* -fsdp-budget MB, with -fsdp-plan */
+    const char *link;      /* -fsdp-link MxL,MBIT[,MS], with -fsdp-plan (fsdp_linkplan.h) */
     int checkpoint;        /* -fsdp-checkpoint */
     const char *every;     /* -fsdp-checkpoint-every MINUTES (fsdp_clock.h) */
     const char *keep;      /* -fsdp-checkpoint-keep K */

@@ -65,7 +65,22 @@ static void progress(fsdp_log *l, const network *net, size_t step, float loss, d
     l->step_mark = step;
 }
 
-fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes)
+/* "events": [[what, group, start, end, bytes out, bytes in], ...], times
+ * from the step's start; an exchange still on its way ends null. */
+static void write_events(FILE *f, const fsdp_timeline *tl, double t)
+{
+    fprintf(f, ", \"step_seconds\": %.6f, \"events\": [", t - tl->t_step);
+    for (int k = 0; k < tl->n; ++k) {
+        const fsdp_tl_event *v = &tl->ev[k];
+        fprintf(f, "%s[\"%s\", %d, %.6f, ", k ? ", " : "", v->what, v->group, v->t0);
+        if (v->t1 >= 0) fprintf(f, "%.6f", v->t1);
+        else fputs("null", f);
+        fprintf(f, ", %llu, %llu]", (unsigned long long)v->wire_out, (unsigned long long)v->wire_in);
+    }
+    fprintf(f, "], \"events_dropped\": %d", tl->dropped);
+}
+
+fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes, fsdp_timeline *tl)
 {
     double t = now(), dt = t - l->t_last;
     size_t step = get_current_batch((network *)net);
@@ -76,9 +91,11 @@ fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t 
     if (l->f) {
         fprintf(l->f, "{\"step\": %zu, \"loss\": %.9g, \"avg_loss\": %.9g, \"lr\": %.9g, \"seconds\": %.6f, "
                 "\"images_per_s\": %.2f, \"images\": %zu, \"bytes\": %llu, \"rss_bytes\": %llu, "
-                "\"world\": %d, \"max_batches\": %d}\n",
+                "\"world\": %d, \"max_batches\": %d",
                 step, loss, l->avg_loss, get_current_rate((network *)net), dt, ips, *net->seen,
                 (unsigned long long)(bytes - l->bytes_last), rss_bytes(), l->world, net->max_batches);
+        if (tl && tl->on) write_events(l->f, tl, t);
+        fputs("}\n", l->f);
         if (fflush(l->f) != 0 || ferror(l->f)) {
             fsdp_status s = fsdp_fail(FSDP_ERR_IO, "-fsdp-log %s: cannot write it", l->path);
             fsdp_log_close(l);
@@ -86,6 +103,7 @@ fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t 
         }
     }
     progress(l, net, step, loss, images, t);
+    fsdp_tl_next_step(tl);
     l->t_last = t;
     l->bytes_last = bytes;
     return FSDP_OK;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include "darknet.h"
 #include "fsdp.h"
+#include "fsdp_timeline.h"
 
 typedef struct fsdp_log {
     FILE *f;                 /* NULL: no -fsdp-log */
@@ -26,8 +27,9 @@ fsdp_status fsdp_log_open(fsdp_log *l, const char *path, int world);
 /* The network is built: opens (truncates) the file; steps are timed from now. */
 fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes);
 /* After a training step: LOSS is the mean over ranks, BYTES every byte of
- * collectives this rank has counted so far. */
-fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes);
+ * collectives this rank has counted so far; TL (on, with -fsdp-log-events)
+ * the step's events, written into the line and cleared. */
+fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes, fsdp_timeline *tl);
 void fsdp_log_close(fsdp_log *l);
 
 /* Rank 0, after -fsdp-resume loaded WEIGHTS' shard checkpoints on WORLD

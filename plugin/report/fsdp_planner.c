@@ -62,8 +62,40 @@ static void groups_table(const fsdp_engine *e, const network *net, int world, FI
 
 /* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
  * prediction; with groups, the groups table there too. */
+static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
+                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step);
+
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
                            fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups)
+{
+    return predict_bytes(cfg, world, strategy, fixed, hooks, out, seen, groups, NULL);
+}
+
+/* What one step moves per rank at `world` under `strategy` (the byte
+ * theory, fsdp_memplan_step_bytes), and each group's trainable part. */
+static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step)
+{
+    int ng = fsdp_engine_layout(e)->ngroups;
+    fsdp_group_tally *t = calloc((size_t)ng, sizeof *t);
+    if (!t) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = fsdp_memplan_step_bytes(e, net->subdivisions, t);
+    *step = (fsdp_plan_step){ .groups = ng, .images = (size_t)net->batch * (size_t)net->subdivisions };
+    for (int g = 0; g < ng && s == FSDP_OK; ++g) {
+        size_t train, frozen;
+        fsdp_engine_group_params(e, g, &train, &frozen);
+        step->ag += t[g].ag_bytes;
+        step->rs += t[g].rs_bytes;
+        step->ar += t[g].ar_bytes;
+        if (train) step->part_floats[step->nparts < FSDP_PLAN_PARTS ? step->nparts++ : FSDP_PLAN_PARTS - 1] +=
+            (train + (size_t)world - 1) / (size_t)world;
+        if (t[g].ag_bytes || t[g].rs_bytes) ++step->exchanges;
+    }
+    free(t);
+    return s;
+}
+
+static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
+                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step)
 {
     /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
      * prediction is that of a one-machine run. */
@@ -91,6 +123,7 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
     *out = (fsdp_mem_prediction){ 0 };
     if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
     if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
+    if (s == FSDP_OK && step) s = step_of(e, net, world, step);
     seen->subdivisions = net->subdivisions;
     seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
     seen->recompute = fsdp_engine_cfg(e)->recompute;
@@ -108,7 +141,28 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
  * and its recompute to rc: the lines inserted after the section's header
  * come first, so Darknet's first-match lookup takes them; [net]'s own
  * recompute lines are left out, since the plugin takes the last. */
+static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size_t cap);
+
 static fsdp_status with_settings(const char *cfg, int sub, int rc, char *path, size_t cap)
+{
+    char keys[64];
+    snprintf(keys, sizeof keys, "subdivisions=%d\nrecompute=%d\n", sub, rc);
+    return with_keys(cfg, keys, path, cap);
+}
+
+/* Whether line (in [net]) sets one of the keys of `keys` ("k=v\n..."). */
+static int sets_key(const char *line, const char *keys)
+{
+    for (const char *k = keys; *k; k = strchr(k, '\n') + 1) {
+        size_t n = strcspn(k, "=");
+        if (!strncmp(line, k, n) && strchr(" \t=", line[n])) return 1;
+        if (!strchr(k, '\n')) break;
+    }
+    return 0;
+}
+
+/* A copy of cfg in a temporary file with `keys` in [net] in place of its own. */
+static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/fsdp-plan-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemp(path);
@@ -125,10 +179,10 @@ static fsdp_status with_settings(const char *cfg, int sub, int rc, char *path, s
     while (fgets(line, sizeof line, in)) {
         const char *t = line + strspn(line, " \t");
         if (*t == '[') in_net = 0;
-        if (in_net && !strncmp(t, "recompute", 9) && strchr(" \t=", t[9])) continue;
+        if (in_net && sets_key(t, keys)) continue;
         fputs(line, out);
         if (!done && (!strncmp(line, "[net]", 5) || !strncmp(line, "[network]", 9))) {
-            fprintf(out, "subdivisions=%d\nrecompute=%d\n", sub, rc);
+            fputs(keys, out);
             done = in_net = 1;
         }
     }
@@ -241,4 +295,16 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
     fprintf(out, "\n%s recompute=1 in [net], %ld ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
             seen.recompute ? "Without" : "With", n, p.peak / 1e6, full);
     return budget ? fit_budget(cfg, seen.batch, seen.subdivisions, n, budget, fixed, hooks, out) : FSDP_OK;
+}
+
+fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
+                               fsdp_plan_step *step)
+{
+    char path[4096];
+    FSDP_TRY(fsdp_memplan_warm_up(NULL));
+    FSDP_TRY(with_keys(cfg, keys, path, sizeof path));
+    cfg_seen seen;
+    fsdp_status s = predict_bytes(path, world, FSDP_SHARD_FULL, fsdp_memplan_resident(), hooks, mem, &seen, NULL, step);
+    remove(path);
+    return s;
 }

@@ -4,9 +4,11 @@
 #ifndef FSDP_PLANNER_H
 #define FSDP_PLANNER_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "darknet_plugin.h"
 #include "fsdp.h"
+#include "fsdp_memplan.h"
 
 /* Builds CFG once per world and strategy in this process, through the
  * engine's own set-up on a stand-in backend of that world (this rank is
@@ -17,6 +19,22 @@
  * [net], the fewest subdivisions (the cfg's times a power of two that
  * divides its batch) whose predicted peak per rank fits, each from a copy
  * of CFG with those settings. */
+/* What a training step of a cfg moves per rank, from the byte theory. */
+#define FSDP_PLAN_PARTS 64
+typedef struct fsdp_plan_step {
+    uint64_t ag, rs, ar;       /* bytes of all-gathers, reduce-scatters, all-reduces, as the stats count them */
+    int groups, exchanges;     /* groups; those whose buffers are gathered or reduced */
+    size_t images;             /* per rank and step: batch x subdivisions */
+    int nparts;
+    size_t part_floats[FSDP_PLAN_PARTS];   /* each trainable group's part per rank (the last takes the rest) */
+} fsdp_plan_step;
+
+/* One build of cfg with `keys` ("k=v\n...") in its [net], as rank 0 of
+ * `world` ranks on one machine, shard=full: its memory prediction and its
+ * step's bytes. */
+fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
+                               fsdp_plan_step *step);
+
 fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks,
                              FILE *out);
 
