@@ -53,7 +53,7 @@ check "-fsdp-log-events: the same weights, byte for byte" "$WDIFF" "$WORK/a.w" "
 check "-fsdp-log-events: each step's operations in order, within the step, no bytes between machines" \
   python3 -c 'import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
-kinds = {"gather", "prefetch", "reduce", "settle", "step", "parts"}
+kinds = {"gather", "prefetch", "reduce", "settle", "step", "parts", "loss"}
 bad = []
 for l in lines:
     ev = l["events"]

@@ -68,10 +68,10 @@ void fsdp_tl_add_bytes(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wi
     tl->ev[ev].wire_in += wire_in;
 }
 
-int fsdp_tl_find_open(const fsdp_timeline *tl, const char *what)
+int fsdp_tl_find_open(const fsdp_timeline *tl, const char *what, int group)
 {
     if (!tl || !tl->on) return -1;
     for (int k = tl->n - 1; k >= 0; --k)
-        if (tl->ev[k].t1 < 0 && !strcmp(tl->ev[k].what, what)) return k;
+        if (tl->ev[k].t1 < 0 && !strcmp(tl->ev[k].what, what) && (group < -1 || tl->ev[k].group == group)) return k;
     return -1;
 }

@@ -41,7 +41,8 @@ int fsdp_tl_begin(fsdp_timeline *tl, const char *what, int group);
 void fsdp_tl_end(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in);
 /* Bytes of an event (a started exchange's, known at its start). */
 void fsdp_tl_add_bytes(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in);
-/* The latest event named WHAT not yet ended, or -1. */
-int fsdp_tl_find_open(const fsdp_timeline *tl, const char *what);
+/* The latest event named WHAT (of GROUP, or any where GROUP < -1) not yet
+ * ended, or -1. */
+int fsdp_tl_find_open(const fsdp_timeline *tl, const char *what, int group);
 
 #endif

@@ -269,6 +269,8 @@ fsdp_status fsdp_backend_null_create(int world, fsdp_ctl **ctl, fsdp_coll **coll
  * and in all (floats, fsdp_backend_null_largest).  `real` outlives it. */
 fsdp_status fsdp_backend_null_like(const fsdp_coll *real, fsdp_coll **out);
 void fsdp_backend_null_largest(const fsdp_coll *c, size_t *rs_started, size_t *rs_any);
+/* ... and of the parts exchanged with the peers (hybrid sharding's sums and updated parts). */
+size_t fsdp_backend_null_largest_peer(const fsdp_coll *c);
 /* Host control of a lone rank (self, null): rank 0 of `world`, the only one
  * taking part, so that every operation returns what it was given (after
  * the argument checks the others make) and every rank shares its machine. */

@@ -14,6 +14,7 @@
 typedef struct null_ctx {
     fsdp_tickets tickets;
     size_t rs_started, rs_any;   /* the largest reduce-scatter part started, and of any (floats) */
+    size_t peer_any;             /* the largest part exchanged with the peers (floats) */
     float *region[FSDP_SHM_REGIONS];
     int nregions;
 } null_ctx;
@@ -72,15 +73,27 @@ static fsdp_status null_reduce_scatter_start(fsdp_coll *b, const float *full, fl
 }
 
 /* Between machines (a backend made like one that spans them): nothing moves. */
+static void note_peer(fsdp_coll *b, size_t n)
+{
+    null_ctx *c = b->ctx;
+    if (n > c->peer_any) c->peer_any = n;
+}
+
 static fsdp_status null_peer_all_to_all(fsdp_coll *b, const float *send, float *recv, size_t count)
 {
+    note_peer(b, count);
     return FSDP_OK;
 }
 
-static fsdp_status null_peer_all_gather(fsdp_coll *b, float *full, size_t shard) { return FSDP_OK; }
+static fsdp_status null_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
+{
+    note_peer(b, shard);
+    return FSDP_OK;
+}
 
 static fsdp_status null_peer_all_gather_start(fsdp_coll *b, float *full, size_t shard, int *ticket)
 {
+    note_peer(b, shard);
     return null_issue(b, ticket);
 }
 
@@ -194,4 +207,9 @@ void fsdp_backend_null_largest(const fsdp_coll *c, size_t *rs_started, size_t *r
     const null_ctx *n = c->ctx;
     *rs_started = n->rs_started;
     *rs_any = n->rs_any;
+}
+
+size_t fsdp_backend_null_largest_peer(const fsdp_coll *c)
+{
+    return ((const null_ctx *)c->ctx)->peer_any;
 }

@@ -234,7 +234,7 @@ fsdp_status fsdp_flat_node_settle(const fsdp_flat_ctx *c)
     n->stale = 1;
     if (n->publishing_flat) n->publishing_flat->written_at = n->syncs + 1;
     n->publishing_flat = NULL;
-    fsdp_tl_end(c->tl, fsdp_tl_find_open(c->tl, "parts"), 0, 0);
+    fsdp_tl_end(c->tl, fsdp_tl_find_open(c->tl, "parts", -2), 0, 0);
     return s;
 }
 

@@ -466,7 +466,9 @@ static fsdp_flat *flat_of(fsdp_engine *e, const fsdp_op *op)
 static fsdp_status unshard(fsdp_engine *e, const fsdp_op *op)
 {
     uint64_t bytes;
+    int prefetched = flat_of(e, op)->state == FSDP_FLAT_GATHERING;
     FSDP_TRY(fsdp_flat_unshard(&e->flat, flat_of(e, op), &bytes));
+    if (prefetched) fsdp_tl_end(&e->tl, fsdp_tl_find_open(&e->tl, "prefetch", op->group), 0, 0);
     if (!bytes) return FSDP_OK;
     fsdp_group_tally *t = &e->tally.group[op->group];
     t->ag_bytes += bytes;
@@ -480,7 +482,10 @@ static fsdp_status finish_reduce(fsdp_engine *e)
 {
     fsdp_group *g = e->rs_inflight;
     e->rs_inflight = NULL;
-    return g ? fsdp_grad_reduce_wait(&e->flat, &g->grad) : FSDP_OK;
+    if (!g) return FSDP_OK;
+    fsdp_status s = fsdp_grad_reduce_wait(&e->flat, &g->grad);
+    fsdp_tl_end(&e->tl, fsdp_tl_find_open(&e->tl, "reduce", (int)(g - e->groups)), 0, 0);
+    return s;
 }
 
 /* The group's optimizer step on its reduced gradient (none: decay and
@@ -614,11 +619,18 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
     fsdp_wire w1 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
     /* An exchange started here (the updated parts) has its own event. */
     uint64_t started_out = 0, started_in = 0;
-    if (e->node.publishing && fsdp_tl_find_open(&e->tl, "parts") > ev) {
+    if (e->node.publishing && fsdp_tl_find_open(&e->tl, "parts", -2) > ev) {
         started_out = e->node.publish_out;
         started_in = e->node.publish_in;
     }
-    fsdp_tl_end(&e->tl, ev, w1.out - w0.out - started_out, w1.in - w0.in - started_in);
+    uint64_t out = w1.out - w0.out - started_out, in = w1.in - w0.in - started_in;
+    /* A started gather or reduce-scatter lasts until its wait (unshard,
+     * finish_reduce). */
+    if ((op->kind == FSDP_OP_PREFETCH && flat_of(e, op)->state == FSDP_FLAT_GATHERING) ||
+        (op->kind == FSDP_OP_REDUCE && e->rs_inflight == &e->groups[op->group]))
+        fsdp_tl_add_bytes(&e->tl, ev, out, in);
+    else
+        fsdp_tl_end(&e->tl, ev, out, in);
     return s;
 }
 
@@ -822,7 +834,11 @@ fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
     e->tally.faults_last_step = (uint64_t)ru.ru_minflt;
     if (e->ctl->world == 1) return FSDP_OK;
     double v = *loss;
-    FSDP_TRY(fsdp_ctl_sum_f64(e->ctl, &v, 1));
+    /* Its message may wait behind exchanges still on their way. */
+    int ev = fsdp_tl_begin(&e->tl, "loss", -1);
+    fsdp_status s = fsdp_ctl_sum_f64(e->ctl, &v, 1);
+    fsdp_tl_end(&e->tl, ev, 0, 0);
+    FSDP_TRY(s);
     *loss = (float)(v / e->ctl->world);
     return FSDP_OK;
 }

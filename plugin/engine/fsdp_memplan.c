@@ -323,8 +323,10 @@ static size_t collective_scratch(const fsdp_coll *real, const fsdp_coll *counted
      * 2 M, and those of the started exchanges in flight at once: a
      * prefetch's two flats (M each), a reduce-scatter (2 M) and hybrid
      * sharding's updated parts (M); each the largest part's encoding. */
+    size_t part = fsdp_backend_null_largest_peer(counted);
+    if (any > part) part = any;
     if (real->wire && real->wire->format != FSDP_WIRE_FP32)
-        bytes += 7 * (size_t)real->node.machines * fsdp_wire_bytes(real->wire->format, any);
+        bytes += 7 * (size_t)real->node.machines * fsdp_wire_bytes(real->wire->format, part);
     return bytes;
 }
 

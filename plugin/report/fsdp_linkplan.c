@@ -100,7 +100,7 @@ fsdp_status fsdp_linkplan_run(const char *cfg, const char *spec, const char *bud
     FSDP_TRY(fsdp_link_parse(spec, &l));
     double budget_mb = budget ? atof(budget) : 0;
     int world = l.machines * l.ranks;
-    double compute;
+    double compute = 0;
     FSDP_TRY(measure_compute(cfg, hooks, &compute));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double per_core = cores > 0 && l.ranks > cores ? (double)l.ranks / (double)cores : 1;
