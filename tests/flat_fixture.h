@@ -67,7 +67,7 @@ static inline void fixture_init(fixture *x, fixture_shape s)
     if (s.counts) fsdp_mem_count_init(&x->mem, &x->count, &x->pool, 1);
     else x->mem = (fsdp_mem_ctx){ .pool = &x->pool, .align = 1 };
     x->node.terms = malloc(16 * sizeof *x->node.terms);
-    x->c = (fsdp_flat_ctx){ &x->mem, x->ctl, x->coll, 0, &x->node };
+    x->c = (fsdp_flat_ctx){ &x->mem, x->ctl, x->coll, 0, &x->node, NULL };
     if (s.machines) {
         x->node.on = 1;
         x->node.at = fsdp_coll_node_layout(x->coll);
