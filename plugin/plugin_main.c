@@ -442,7 +442,7 @@ static int h_built_shown(void *c, network *net, const char *cfg)
                 "ranks, resumed on %d\n", get_current_batch(net), *net->seen, P.run.point.base,
                 P.run.point.world - 1, P.run.point.world, P.run.point.world, ctl->world);
     if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e)));
-    fsdp_tl_next_step(fsdp_engine_timeline(e));   /* steps are timed from here, as the log's */
+    fsdp_tl_next_step(fsdp_engine_timeline(e), fsdp_tl_clock());   /* steps are timed from here, as the log's */
     return r;
 }
 

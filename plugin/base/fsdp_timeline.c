@@ -26,10 +26,10 @@ void fsdp_tl_close(fsdp_timeline *tl)
     *tl = (fsdp_timeline){ 0 };
 }
 
-void fsdp_tl_next_step(fsdp_timeline *tl)
+void fsdp_tl_next_step(fsdp_timeline *tl, double t)
 {
     if (!tl || !tl->on) return;
-    double t = fsdp_tl_clock(), shift = t - tl->t_step;
+    double shift = t - tl->t_step;
     int kept = 0;
     /* An exchange still on its way belongs to the step that waits for it. */
     for (int k = 0; k < tl->n; ++k) {

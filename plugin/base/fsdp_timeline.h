@@ -33,8 +33,9 @@ double fsdp_tl_clock(void);
 /* Room for CAP events a step; the step starts now. */
 fsdp_status fsdp_tl_open(fsdp_timeline *tl, int cap);
 void fsdp_tl_close(fsdp_timeline *tl);
-/* A new step from now; an event still open carries over, its start now 0. */
-void fsdp_tl_next_step(fsdp_timeline *tl);
+/* A new step from T (fsdp_tl_clock's time); an event still open carries
+ * over, its start before the step's (negative). */
+void fsdp_tl_next_step(fsdp_timeline *tl, double t);
 /* Starts an event; its index, or -1 (off, or no room). */
 int fsdp_tl_begin(fsdp_timeline *tl, const char *what, int group);
 /* Ends an event, adding its bytes. */

@@ -103,7 +103,9 @@ fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t 
         }
     }
     progress(l, net, step, loss, images, t);
-    fsdp_tl_next_step(tl);
+    /* The next step starts at the instant this one's line was timed, not
+     * after its write: a slow write would otherwise fall in neither. */
+    fsdp_tl_next_step(tl, t);
     l->t_last = t;
     l->bytes_last = bytes;
     return FSDP_OK;
