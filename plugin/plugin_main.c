@@ -377,6 +377,38 @@ static int under_launcher(void)
     return 0;
 }
 
+/* -fsdp-plan N CFG -fsdp-link probe: the plan's machines and link are the
+ * ranks' own, measured over MPI (fsdp_linkplan.h); rank 0 prints the
+ * memory tables and the step's plan.  Host memory only. */
+static int plan_probed(int *argc, char **argv, const fsdp_flags *flags, dn_hooks *h)
+{
+    if (!under_launcher()) {
+        fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-link probe: it measures the link between the ranks it runs on; launch it "
+                  "with ranks on each machine (e.g. mpirun -np 4 --map-by node darknet ... -fsdp-plan %s CFG "
+                  "-fsdp-link probe), or describe the link: -fsdp-link MACHINESxRANKS,MBIT[,MS]", flags->plan);
+        return DN_ERR_CONFIG;
+    }
+    int provided;
+    if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return dn_status_of(fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed"));
+    P.mpi_started = 1;
+    fsdp_ctl *ctl = NULL;
+    fsdp_coll *coll = NULL;
+    const char *cfg = *argc > 1 ? argv[1] : NULL;
+    fsdp_status s = fsdp_backend_mpi_create(&ctl, &coll);
+    if (s == FSDP_OK) {
+        fsdp_status mine = ctl->rank == 0 ? fsdp_planner_run(cfg, flags->plan, flags->budget, h, stdout) : FSDP_OK;
+        s = fsdp_ctl_all_ok(ctl, mine, FSDP_ERR_CONFIG, "could not plan the memory");
+    }
+    if (s == FSDP_OK) s = fsdp_linkplan_probe_run(cfg, flags->budget, h, ctl, coll, stdout);
+    fflush(stdout);
+    fsdp_coll_free(coll);
+    fsdp_ctl_free(ctl);
+    MPI_Finalize();
+    P.mpi_started = 0;
+    return s == FSDP_OK ? DN_DONE : DN_ERR_CONFIG;
+}
+
 /* One GPU per rank on a node, by the rank's place on its node.  Ranks that
  * share a GPU (more ranks than GPUs) need -fsdp-backend mpi-staged. */
 static int pick_device(const fsdp_hosts *h, int rank)
@@ -639,6 +671,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
         if (!rank) rank = getenv("PMI_RANK");
         if (!rank || atoi(rank) == 0) fsdp_help_print(stdout);
         return DN_DONE;
+    }
+    if (s == FSDP_OK && flags.plan && flags.link && !strcmp(flags.link, "probe")) {
+        gpu_index = -1;
+        return plan_probed(argc, argv, &flags, h);
     }
     if (s == FSDP_OK && flags.plan) {
         /* A prediction of host memory, in this one process: no MPI, no GPU. */

@@ -124,3 +124,16 @@ hosts_up() {
 
 # hosts_tx K: bytes machine K has sent on its link so far.
 hosts_tx() { ip netns exec "${HOSTS_NS[$1]}" cat "/sys/class/net/$HOSTS_DEV/statistics/tx_bytes"; }
+
+# hosts_limit K MBIT: machine K sends at most MBIT Mbit/s on its link
+# (tc tbf, 400 ms of queue); hosts_limit K 0 lifts it.  The bucket holds a
+# whole GSO packet (64 KB), or tbf segments every TCP burst in software,
+# and 10 ms of the rate, or its timer limits high rates: with 32 KB, a
+# 1000 Mbit/s link carried the training runs' bursts at about 600.
+hosts_limit() {
+  local ns=${HOSTS_NS[$1]} mbit=$2 burst
+  ip netns exec "$ns" tc qdisc del dev "$HOSTS_DEV" root 2>/dev/null || true
+  [ "$mbit" = 0 ] && return 0
+  burst=$(( mbit * 1250 / 1000 )); [ "$burst" -lt 64 ] && burst=64
+  ip netns exec "$ns" tc qdisc add dev "$HOSTS_DEV" root tbf rate "${mbit}mbit" burst "${burst}kb" latency 400ms
+}

@@ -2,7 +2,7 @@
 # TCP only): equivalence, batch norm, a slow link, lost machines and ranks,
 # checkpoints moved between two machines and one.  Skipped (exit 77) where
 # namespaces cannot be made (not root, no ip or unshare).
-foreach(part equiv sync_bn cut kill_stop checkpoint hybrid wire)
+foreach(part equiv sync_bn cut kill_stop checkpoint hybrid wire plan)
   fsdp_script_test(machines_${part} test_machines.sh ${part})
   set_tests_properties(machines_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()

@@ -29,6 +29,10 @@
 #               bytes and bytes_to_other_hosts equal the theory, at most
 #               full's (hierarchical) without it; checkpoints move between it and full on
 #               one machine; machines of unequal ranks turn it off, said so
+#   plan        -fsdp-plan with -fsdp-link probe over a 20 Mbit/s link: the
+#               launch's machines, the link's rate, every row as the theory
+#               at what it measured; refused by name on one machine, without
+#               node memory, without a launcher
 #   wire        shard_wire=bf16 / int8 under hybrid sharding and full, 4
 #               ranks round-robin: a seeded run repeats byte for byte, is
 #               near stock Darknet's and not equal to fp32's; the bytes on
@@ -182,8 +186,7 @@ equiv)
   test_cfg tiny $((b * 2)) shard=full > /dev/null
   cp "$WORK/tiny-$((b * 2)).cfg" "$WORK/tiny.cfg"
   train_2h "$WORK/fast2.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 5 || fail "shard=full on 2 ranks ran"
-  ip netns exec "$TH_A" tc qdisc add dev "$TH_DEV" root tbf rate 20mbit burst 32kb latency 400ms
-  ip netns exec "$TH_B" tc qdisc add dev "$TH_DEV" root tbf rate 20mbit burst 32kb latency 400ms
+  hosts_limit 0 20; hosts_limit 1 20
   t0=$(date +%s%N)
   if train_2h "$WORK/slow.w" 2 "$D/data.data" "$WORK/tiny.cfg" -seed 5; then
     check "a 20 Mbit/s link (tc tbf, $(( ($(date +%s%N) - t0) / 1000000 )) ms): weights byte-identical to the fast link's" \
@@ -445,6 +448,39 @@ sys.exit(not ok)' "$@"
   check "one machine, shard_wire=int8: the fp32 weights, byte for byte" "$WDIFF" "$WORK/one-fp32.w" "$WORK/one.w" --exact
   check "one machine, shard_wire=int8: rank 0 says it changes nothing" \
     grep -q "fsdp: shard_wire=int8 changes nothing here: every rank runs on one machine" "$WORK/one.w.err"
+  ;;
+plan)
+  # -fsdp-plan with the link measured between the ranks it runs on, the
+  # link limited to 20 Mbit/s each way: the machines and ranks are the
+  # launch's, the rate the link's (its headers counted as the plan counts
+  # them), and every row follows the theory at the measured rate and
+  # latency (tests/test_plan_link.sh's check, given them).
+  cfg=$S/cfg/bench/link.cfg
+  hosts_limit 0 20; hosts_limit 1 20
+  on_a "${TH_MPIRUN[@]}" -np 4 --map-by node "$DN" -plugin "$PLUGIN" -fsdp-plan 4 "$cfg" -fsdp-link probe \
+    > "$WORK/probe.md" 2> "$WORK/probe.err" || fail "-fsdp-link probe on two machines ran (exit $?)"
+  hosts_limit 0 0; hosts_limit 1 0
+  read -r m l mbit ms <<< "$(sed -n 's/^A step on \([0-9]*\) machines of \([0-9]*\) ranks, \([0-9.e+]*\) Mbit\/s each way, \([0-9.e+-]*\) ms latency: the link as measured.*/\1 \2 \3 \4/p' "$WORK/probe.md")"
+  check "-fsdp-link probe: 2 machines of 2 ranks, $mbit Mbit/s (the link: 20), $ms ms, once, from rank 0" \
+    awk -v m="$m" -v l="$l" -v r="$mbit" -v n="$(grep -c '^A step on' "$WORK/probe.md")" \
+      'BEGIN { exit !(m == 2 && l == 2 && r >= 17 && r <= 22 && n == 1) }'
+  check "-fsdp-link probe: the memory tables once" [ "$(grep -c '^Fastest' "$WORK/probe.md")" = 1 ]
+  check "-fsdp-link probe: every row follows the theory at the measured link" \
+    bash "$S/tests/test_plan_link.sh" --check "$WORK/probe.md" "2x2,$mbit,$ms"
+  # Refused, by name, on every rank: all ranks on one machine, no node
+  # memory, no launcher.
+  refused_probe() { # WHAT PATTERN RANKS LAUNCH...: LAUNCH darknet, bounded by a timeout
+    local what=$1 pattern=$2 n=$3 rc=0; shift 3
+    "$@" "$DN" -plugin "$PLUGIN" -fsdp-plan 4 "$cfg" -fsdp-link probe > "$WORK/r.out" 2> "$WORK/r.err" || rc=$?
+    check "$what: refused ($(grep -cF -- "$pattern" "$WORK/r.err") of $n ranks say why), exit $rc" \
+      bash -c "[ $rc != 0 -a $rc != 124 ] && [ \$(grep -cF -- '$pattern' '$WORK/r.err') = $n ]"
+  }
+  refused_probe "-fsdp-link probe, 2 ranks on one machine" "the 2 ranks are all on one machine, so there is no link" \
+    2 timeout 120 "${MPIRUN[@]}" -np 2
+  refused_probe "-fsdp-link probe, FSDP_SHM=0" "the 4 ranks have no node memory to exchange between machines from" \
+    4 on_a timeout 120 "${TH_MPIRUN[@]}" -x FSDP_SHM=0 -np 4 --map-by node
+  refused_probe "-fsdp-link probe without a launcher" "-fsdp-link probe: it measures the link between the ranks it runs on" \
+    1 timeout 120
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

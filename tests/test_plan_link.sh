@@ -11,12 +11,12 @@
 # the overlapped step is at least the link time, and the last line names
 # the fastest setting within -fsdp-budget.  Bad uses are refused by name,
 # as is -fsdp-log-events without -fsdp-log.
-. "$(dirname "$0")/lib.sh"
-cfg=$S/cfg/bench/link.cfg
-for spec in 2x2,20 2x2,1000,0.5; do
-  "$DN" -plugin "$PLUGIN" -fsdp-plan 4 "$cfg" -fsdp-link "$spec" > "$WORK/plan.md" 2> "$WORK/plan.err" ||
-    fail "-fsdp-plan 4 -fsdp-link $spec ran"
-  check "-fsdp-link $spec: every row's bytes, link time and step follow the theory" python3 - "$WORK/plan.md" "$spec" <<'PY'
+#
+# test_plan_link.sh --check PLAN SPEC: that check alone, on a plan printed
+# for the machines SPEC describes (tests/test_machines.sh plan, with what
+# -fsdp-link probe measured).
+theory() { # theory PLAN SPEC
+  python3 - "$1" "$2" <<'PY'
 import math, re, sys
 out, spec = open(sys.argv[1]).read(), sys.argv[2]
 m, l, rate, lat = re.match(r"(\d+)x(\d+),([\d.]+)(?:,([\d.]+))?$", spec).groups()
@@ -46,6 +46,14 @@ for name, wire, mb, link, plain, over in rows:
 print(len(rows), "rows;", "; ".join(bad) or "all as the theory")
 sys.exit(len(rows) != 6 or bool(bad))
 PY
+}
+if [ "${1:-}" = --check ]; then theory "$2" "$3"; exit; fi
+. "$(dirname "$0")/lib.sh"
+cfg=$S/cfg/bench/link.cfg
+for spec in 2x2,20 2x2,1000,0.5; do
+  "$DN" -plugin "$PLUGIN" -fsdp-plan 4 "$cfg" -fsdp-link "$spec" > "$WORK/plan.md" 2> "$WORK/plan.err" ||
+    fail "-fsdp-plan 4 -fsdp-link $spec ran"
+  check "-fsdp-link $spec: every row's bytes, link time and step follow the theory" theory "$WORK/plan.md" "$spec"
 done
 check "-fsdp-link without a budget: the fastest is hybrid with int8" \
   grep -q "^Fastest: shard=full, shard_node_shared=1 (hybrid) with shard_wire=int8" "$WORK/plan.md"

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "fsdp_cfg.h"
 #include "fsdp_linkplan.h"
+#include "fsdp_linkprobe.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
 #include "fsdp_wire.h"
@@ -94,17 +95,14 @@ static double machine_bytes(const fsdp_link_spec *l, const fsdp_plan_step *st, i
     return per_rank * l->ranks;
 }
 
-fsdp_status fsdp_linkplan_run(const char *cfg, const char *spec, const char *budget, dn_hooks *hooks, FILE *out)
+/* The table for the machines l, a step's compute taking `compute` seconds
+ * on each rank (as `how` says it was found). */
+static fsdp_status plan_print(const char *cfg, const fsdp_link_spec *l, double compute, const char *how,
+                              const char *budget, dn_hooks *hooks, FILE *out)
 {
-    fsdp_link_spec l;
-    FSDP_TRY(fsdp_link_parse(spec, &l));
     double budget_mb = budget ? atof(budget) : 0;
-    int world = l.machines * l.ranks;
-    double compute = 0;
-    FSDP_TRY(measure_compute(cfg, hooks, &compute));
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double per_core = cores > 0 && l.ranks > cores ? (double)l.ranks / (double)cores : 1;
-    double c = compute * per_core;
+    int world = l->machines * l->ranks;
+    double c = compute;
     fsdp_mem_prediction mem[2];
     fsdp_plan_step step[2];
     FSDP_TRY(fsdp_planner_build(cfg, "shard=full\nshard_node_shared=0\n", world, hooks, &mem[0], &step[0]));
@@ -117,11 +115,11 @@ fsdp_status fsdp_linkplan_run(const char *cfg, const char *spec, const char *bud
         x->wire = (fsdp_wire_format)(k % 3);
         x->name = names[x->hybrid];
         const fsdp_plan_step *st = &step[x->hybrid];
-        double bytes = l.machines > 1 ? machine_bytes(&l, st, x->hybrid, x->wire) : 0;
+        double bytes = l->machines > 1 ? machine_bytes(l, st, x->hybrid, x->wire) : 0;
         /* Each exchange between machines waits at least a round trip. */
-        int exchanges = l.machines > 1 ? (x->hybrid ? 2 * st->nparts : st->exchanges + st->nparts) : 0;
+        int exchanges = l->machines > 1 ? (x->hybrid ? 2 * st->nparts : st->exchanges + st->nparts) : 0;
         x->mb_each_way = bytes / 1e6;
-        x->link_s = bytes * 8 * LINK_OVERHEAD / (l.mbit * 1e6) + exchanges * 2 * l.latency_ms / 1e3;
+        x->link_s = bytes * 8 * LINK_OVERHEAD / (l->mbit * 1e6) + exchanges * 2 * l->latency_ms / 1e3;
         x->plain_s = c + x->link_s;
         /* Overlapped: the longer of the two, plus what the first group's
          * compute leaves uncovered. */
@@ -129,12 +127,11 @@ fsdp_status fsdp_linkplan_run(const char *cfg, const char *spec, const char *bud
         x->overlapped_s = hi + lo / (st->groups > 0 ? st->groups : 1);
         x->peak_mb = mem[x->hybrid].peak / 1e6;
     }
-    fprintf(out, "\nA step on %d machines of %d ranks, %g Mbit/s each way, %g ms latency: the compute measured here "
-            "(stock Darknet's step at %zu images per rank: %.4f s%s), the bytes of the plan:\n\n"
+    fprintf(out, "\nA step on %d machines of %d ranks, %.6g Mbit/s each way, %.4f ms latency: %s "
+            "(stock Darknet's step at %zu images per rank: %.4f s), the bytes of the plan:\n\n"
             "| setting | shard_wire | each way per machine and step (MB) | link (s) | step, exchanges then compute (s) "
             "| step, overlapped (s) | samples/s | peak per rank (MB) |\n|---|---|---|---|---|---|---|---|\n",
-            l.machines, l.ranks, l.mbit, l.latency_ms, step[0].images, compute,
-            per_core > 1 ? ", times the ranks per core" : "");
+            l->machines, l->ranks, l->mbit, l->latency_ms, how, step[0].images, compute);
     int best = -1;
     for (int k = 0; k < 6; ++k) {
         setting *x = &s[k];
@@ -153,4 +150,42 @@ fsdp_status fsdp_linkplan_run(const char *cfg, const char *spec, const char *bud
                 s[best].wire == FSDP_WIRE_FP32 ? "exact" : "not exact: the weights move off stock Darknet's by the "
                 "wire's rounding");
     return FSDP_OK;
+}
+
+fsdp_status fsdp_linkplan_run(const char *cfg, const char *spec, const char *budget, dn_hooks *hooks, FILE *out)
+{
+    fsdp_link_spec l;
+    FSDP_TRY(fsdp_link_parse(spec, &l));
+    double compute = 0;
+    FSDP_TRY(measure_compute(cfg, hooks, &compute));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int shared = cores > 0 && l.ranks > cores;
+    if (shared) compute *= (double)l.ranks / (double)cores;
+    return plan_print(cfg, &l, compute, shared ? "the compute measured here, times the ranks per core (each machine "
+                      "taken to be like this one)" : "the compute measured here (each machine taken to be like this "
+                      "one)", budget, hooks, out);
+}
+
+fsdp_status fsdp_linkplan_probe_run(const char *cfg, const char *budget, dn_hooks *hooks, fsdp_ctl *ctl,
+                                    fsdp_coll *coll, FILE *out)
+{
+    /* Every rank computes at once, as in training: the cores, memory and
+     * caches they share are in the figure. */
+    double compute = 0;
+    fsdp_status s = fsdp_ctl_barrier(ctl);
+    if (s == FSDP_OK) s = fsdp_ctl_all_ok(ctl, measure_compute(cfg, hooks, &compute), FSDP_ERR_CONFIG,
+                                          "could not build the cfg");
+    uint64_t ns = (uint64_t)(compute * 1e9);
+    if (s == FSDP_OK) s = fsdp_ctl_max_u64(ctl, &ns, 1);
+    fsdp_link_probed p;
+    if (s == FSDP_OK) s = fsdp_link_probe(ctl, coll, &p);
+    if (s != FSDP_OK) return s;
+    fsdp_link_spec l = { .machines = p.machines, .ranks = p.ranks,
+                         .mbit = p.bytes_per_s * 8 * LINK_OVERHEAD / 1e6, .latency_ms = p.latency_s * 1e3 };
+    char how[200];
+    snprintf(how, sizeof how, "the link as measured between these ranks (blocks of %.2g MB to each peer), the compute "
+             "on every rank at once, the slowest rank's", p.block_bytes / 1e6);
+    s = FSDP_OK;
+    if (ctl->rank == 0) s = plan_print(cfg, &l, (double)ns / 1e9, how, budget, hooks, out);
+    return fsdp_ctl_all_ok(ctl, s, FSDP_ERR_CONFIG, "could not plan the step");
 }
