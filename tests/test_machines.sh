@@ -467,6 +467,13 @@ plan)
   check "-fsdp-link probe: the memory tables once" [ "$(grep -c '^Fastest' "$WORK/probe.md")" = 1 ]
   check "-fsdp-link probe: every row follows the theory at the measured link" \
     bash "$S/tests/test_plan_link.sh" --check "$WORK/probe.md" "2x2,$mbit,$ms"
+  # The link without a limit: the blocks grow to their largest (8 MB a
+  # peer) and the rate is above the limited one.
+  on_a "${TH_MPIRUN[@]}" -np 4 --map-by node "$DN" -plugin "$PLUGIN" -fsdp-plan 4 "$cfg" -fsdp-link probe \
+    > "$WORK/fast.md" 2> "$WORK/fast.err" || fail "-fsdp-link probe on the unlimited link ran"
+  fast=$(sed -n 's/^A step on 2 machines of 2 ranks, \([0-9.]*\) Mbit\/s each way, .*(blocks of \([0-9.]*\) MB to each peer).*/\1 \2/p' "$WORK/fast.md")
+  check "-fsdp-link probe, the link without a limit: ${fast% *} Mbit/s in blocks of ${fast#* } MB" \
+    awk -v r="${fast% *}" -v b="${fast#* }" 'BEGIN { exit !(r > 40 && b == 8.4) }'
   # Refused, by name, on every rank: all ranks on one machine, no node
   # memory, no launcher.
   refused_probe() { # WHAT PATTERN RANKS LAUNCH...: LAUNCH darknet, bounded by a timeout

@@ -9,7 +9,8 @@
  * bytes each way at the same time, through the same MPI transport and on
  * the same cores as training.  The rate is what that gives, the link's
  * headers counted as the plan counts them, and the latency is what one
- * small exchange takes, the transport's software included: each is what
+ * small exchange takes (the best of 20, each started together), the
+ * transport's software included: each is what
  * the plan needs, not what the wire could do alone.  The block grows until
  * an exchange takes a quarter of a second (or 8 MB per peer); the probe
  * takes a few seconds on a slow link. */
