@@ -473,8 +473,11 @@ static int h_built_shown(void *c, network *net, const char *cfg)
         fprintf(stderr, "fsdp: resumed at step %zu (%zu images seen) from %s.fsdp-{0..%d}-of-%d, written on %d "
                 "ranks, resumed on %d\n", get_current_batch(net), *net->seen, P.run.point.base,
                 P.run.point.world - 1, P.run.point.world, P.run.point.world, ctl->world);
-    if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e)));
-    fsdp_tl_next_step(fsdp_engine_timeline(e), fsdp_tl_clock());   /* steps are timed from here, as the log's */
+    /* The first step is timed from here, by the log and the time line
+     * alike: from one instant, taken before the log's file is opened. */
+    double t0 = fsdp_tl_clock();
+    if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e), t0));
+    fsdp_tl_next_step(fsdp_engine_timeline(e), t0);
     return r;
 }
 

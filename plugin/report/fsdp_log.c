@@ -6,13 +6,6 @@
 #include <unistd.h>
 #include "fsdp_log.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static unsigned long long rss_bytes(void)
 {
     unsigned long long size = 0, resident = 0;
@@ -31,9 +24,9 @@ fsdp_status fsdp_log_open(fsdp_log *l, const char *path, int world)
     return FSDP_OK;
 }
 
-fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes)
+fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes, double t)
 {
-    l->t_last = l->t_mark = now();
+    l->t_last = l->t_mark = t;
     l->bytes_last = bytes;
     if (!l->path || l->f) return FSDP_OK;
     l->f = fopen(l->path, "w");
@@ -82,7 +75,7 @@ static void write_events(FILE *f, const fsdp_timeline *tl, double t)
 
 fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes, fsdp_timeline *tl)
 {
-    double t = now(), dt = t - l->t_last;
+    double t = fsdp_tl_clock(), dt = t - l->t_last;
     size_t step = get_current_batch((network *)net);
     double images = (double)net->batch * net->subdivisions * l->world;
     double ips = dt > 0 ? images / dt : 0;

@@ -24,8 +24,9 @@ typedef struct fsdp_log {
 
 /* Rank 0: will log to PATH (NULL: progress lines only). */
 fsdp_status fsdp_log_open(fsdp_log *l, const char *path, int world);
-/* The network is built: opens (truncates) the file; steps are timed from now. */
-fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes);
+/* The network is built: opens (truncates) the file; the first step is
+ * timed from T (fsdp_tl_clock's clock, as every step is). */
+fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes, double t);
 /* After a training step: LOSS is the mean over ranks, BYTES every byte of
  * collectives this rank has counted so far; TL (on, with -fsdp-log-events)
  * the step's events, written into the line and cleared. */
