@@ -377,6 +377,18 @@ static int under_launcher(void)
     return 0;
 }
 
+/* MPI for this rank, and its crash report naming the rank. */
+static fsdp_status start_mpi(int *argc, char **argv)
+{
+    int provided, world_rank = 0;
+    if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed");
+    P.mpi_started = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    fsdp_stop_install_crash(world_rank);
+    return FSDP_OK;
+}
+
 /* -fsdp-plan N CFG -fsdp-link probe: the plan's machines and link are the
  * ranks' own, measured over MPI (fsdp_linkplan.h); rank 0 prints the
  * memory tables and the step's plan.  Host memory only. */
@@ -388,14 +400,12 @@ static int plan_probed(int *argc, char **argv, const fsdp_flags *flags, dn_hooks
                   "-fsdp-link probe), or describe the link: -fsdp-link MACHINESxRANKS,MBIT[,MS]", flags->plan);
         return DN_ERR_CONFIG;
     }
-    int provided;
-    if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-        return dn_status_of(fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed"));
-    P.mpi_started = 1;
+    fsdp_status s = start_mpi(argc, argv);
+    if (s != FSDP_OK) return dn_status_of(s);
     fsdp_ctl *ctl = NULL;
     fsdp_coll *coll = NULL;
     const char *cfg = *argc > 1 ? argv[1] : NULL;
-    fsdp_status s = fsdp_backend_mpi_create(&ctl, &coll);
+    s = fsdp_backend_mpi_create(&ctl, &coll);
     if (s == FSDP_OK) {
         fsdp_status mine = ctl->rank == 0 ? fsdp_planner_run(cfg, flags->plan, flags->budget, h, stdout) : FSDP_OK;
         s = fsdp_ctl_all_ok(ctl, mine, FSDP_ERR_CONFIG, "could not plan the memory");
@@ -699,13 +709,8 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     const char *backend = flags.backend;
 
     if (under_launcher()) {
-        int provided;
-        if (MPI_Init_thread(argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            return dn_status_of(fsdp_fail(FSDP_ERR_COMM, "MPI_Init failed"));
-        P.mpi_started = 1;
-        int world_rank = 0;
-        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-        fsdp_stop_install_crash(world_rank);
+        fsdp_status started = start_mpi(argc, argv);
+        if (started != FSDP_OK) return dn_status_of(started);
     }
     P.main_thread = pthread_self();
     /* Each rank checks its own flags; then all agree over the host backend,

@@ -102,7 +102,6 @@ static fsdp_status plan_print(const char *cfg, const fsdp_link_spec *l, double c
 {
     double budget_mb = budget ? atof(budget) : 0;
     int world = l->machines * l->ranks;
-    double c = compute;
     fsdp_mem_prediction mem[2];
     fsdp_plan_step step[2];
     FSDP_TRY(fsdp_planner_build(cfg, "shard=full\nshard_node_shared=0\n", world, hooks, &mem[0], &step[0]));
@@ -120,10 +119,10 @@ static fsdp_status plan_print(const char *cfg, const fsdp_link_spec *l, double c
         int exchanges = l->machines > 1 ? (x->hybrid ? 2 * st->nparts : st->exchanges + st->nparts) : 0;
         x->mb_each_way = bytes / 1e6;
         x->link_s = bytes * 8 * LINK_OVERHEAD / (l->mbit * 1e6) + exchanges * 2 * l->latency_ms / 1e3;
-        x->plain_s = c + x->link_s;
+        x->plain_s = compute + x->link_s;
         /* Overlapped: the longer of the two, plus what the first group's
          * compute leaves uncovered. */
-        double lo = c < x->link_s ? c : x->link_s, hi = c < x->link_s ? x->link_s : c;
+        double lo = compute < x->link_s ? compute : x->link_s, hi = compute < x->link_s ? x->link_s : compute;
         x->overlapped_s = hi + lo / (st->groups > 0 ? st->groups : 1);
         x->peak_mb = mem[x->hybrid].peak / 1e6;
     }
@@ -185,7 +184,6 @@ fsdp_status fsdp_linkplan_probe_run(const char *cfg, const char *budget, dn_hook
     char how[200];
     snprintf(how, sizeof how, "the link as measured between these ranks (blocks of %.2g MB to each peer), the compute "
              "on every rank at once, the slowest rank's", p.block_bytes / 1e6);
-    s = FSDP_OK;
     if (ctl->rank == 0) s = plan_print(cfg, &l, (double)ns / 1e9, how, budget, hooks, out);
     return fsdp_ctl_all_ok(ctl, s, FSDP_ERR_CONFIG, "could not plan the step");
 }
