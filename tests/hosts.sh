@@ -84,6 +84,21 @@ hosts_reaper() {
     done; exit 0' "$$" "$@" < /dev/null > /dev/null 2>&1 &
 }
 
+# hosts_tcp NS: the machine's TCP picks its rate by loss, as Linux's
+# default (cubic) does, where a namespace may choose it, else reno.  A
+# host may default to BBR, which a namespace inherits: over a link limited
+# by tbf and loaded both ways, each direction's acknowledgements wait
+# behind the other's queue while BBR sizes its window by the link's bare
+# round trip (microseconds here), and it carried plain TCP sockets, no MPI,
+# at 0.87-0.94 of the rate where reno carried them at the full rate.
+hosts_tcp() {
+  local cc
+  for cc in cubic reno; do
+    ip netns exec "$1" sysctl -qw net.ipv4.tcp_congestion_control=$cc 2> /dev/null && return 0
+  done
+  return 0
+}
+
 # hosts_up TAG N: N machines and their switch, named after TAG (one per
 # test, so that CTest may run tests side by side) and this shell's pid.
 hosts_up() {
@@ -111,15 +126,23 @@ hosts_up() {
     ip -n "${HOSTS_NS[$k]}" addr add "${HOSTS_ADDR[$k]}/24" dev "$HOSTS_DEV"
     ip -n "${HOSTS_NS[$k]}" link set lo up
     ip -n "${HOSTS_NS[$k]}" link set "$HOSTS_DEV" up
+    hosts_tcp "${HOSTS_NS[$k]}"
   done
   hosts_agent
   local list=""
   for ((k = 0; k < n; k++)); do list+="${list:+,}${HOSTS_ADDR[$k]}:8"; done
   # The environment reaches the other machines' daemons through the agent
   # (mpirun's child); the flags keep Open MPI to the links and to TCP.
+  # The machines share this one's cores, which their ranks together
+  # outnumber, but each offers 8 slots, so Open MPI cannot see it: a rank
+  # waiting for a message yields its core, as Open MPI makes it do on one
+  # machine with more ranks than cores.  Polling ranks starved the kernel's
+  # network work: `full` at 1000 Mbit/s took 0.14-0.23 s a step, 0.137-0.138
+  # yielding.
   # shellcheck disable=SC2034,SC2054 # used by the scripts that source this; --host takes a comma list
   HOSTS_MPIRUN=("${MPIRUN[@]}" --host "$list" --mca plm_rsh_agent "$WORK/hosts-agent"
-                --mca btl tcp,self --mca btl_tcp_if_include "$HOSTS_DEV" --mca oob_tcp_if_include "$HOSTS_DEV")
+                --mca btl tcp,self --mca btl_tcp_if_include "$HOSTS_DEV" --mca oob_tcp_if_include "$HOSTS_DEV"
+                --mca mpi_yield_when_idle 1)
 }
 
 # hosts_tx K: bytes machine K has sent on its link so far.
