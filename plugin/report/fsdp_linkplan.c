@@ -1,13 +1,13 @@
 /* A step's time across machines, planned (fsdp_linkplan.h). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "fsdp_cfg.h"
 #include "fsdp_linkplan.h"
 #include "fsdp_linkprobe.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
+#include "fsdp_timeline.h"
 #include "fsdp_wire.h"
 
 /* What the link carries beyond the bytes handed to MPI: TCP/IP and
@@ -39,13 +39,6 @@ static int claim_plugin_key(void *c, const char *cfg, int line, int layer, const
     return fsdp_cfg_key_find(key) != NULL;
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Stock Darknet's training step of cfg at its batch per rank, in seconds:
  * the best of three after one to warm up. */
 static fsdp_status measure_compute(const char *cfg, dn_hooks *hooks, double *seconds)
@@ -61,9 +54,10 @@ static fsdp_status measure_compute(const char *cfg, dn_hooks *hooks, double *sec
     for (size_t i = 0; i < (size_t)net->inputs * (size_t)net->batch; ++i) net->input[i] = (float)rand() / RAND_MAX;
     *seconds = 1e30;
     for (int rep = 0; rep < 4; ++rep) {
-        double t0 = now();
+        double t0 = fsdp_tl_clock();
         for (int k = 0; k < net->subdivisions; ++k) train_network_datum(net);
-        if (rep) *seconds = now() - t0 < *seconds ? now() - t0 : *seconds;
+        double t = fsdp_tl_clock() - t0;
+        if (rep && t < *seconds) *seconds = t;
     }
     free_network(net);
     return FSDP_OK;
