@@ -137,7 +137,7 @@ hosts_up() {
   # outnumber, but each offers 8 slots, so Open MPI cannot see it: a rank
   # waiting for a message yields its core, as Open MPI makes it do on one
   # machine with more ranks than cores.  Polling ranks starved the kernel's
-  # network work: `full` at 1000 Mbit/s took 0.14-0.23 s a step, 0.137-0.138
+  # network work: `full` at 1000 Mbit/s took 0.14-0.18 s a step, 0.137-0.138
   # yielding.
   # shellcheck disable=SC2034,SC2054 # used by the scripts that source this; --host takes a comma list
   HOSTS_MPIRUN=("${MPIRUN[@]}" --host "$list" --mca plm_rsh_agent "$WORK/hosts-agent"
