@@ -34,6 +34,7 @@
 #include "fsdp_stop.h"
 #include "fsdp_watch.h"
 #include "fsdp_weights.h"
+#include "fsdp_env.h"
 #ifdef GPU
 #include <cuda_runtime.h>
 #endif
@@ -373,7 +374,7 @@ static int under_launcher(void)
     const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
                            "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i)
-        if (getenv(vars[i])) return 1;
+        if (fsdp_env(vars[i])) return 1;
     return 0;
 }
 
@@ -546,7 +547,7 @@ static fsdp_status writable(const char *flag, const char *file)
 static fsdp_status long_run_flags(const fsdp_flags *f, int argc, char **argv)
 {
     char *end = NULL;
-    P.run.keep = 2;
+    P.run.keep = FSDP_CLOCK_DEFAULT_KEEP;
     if (f->every) {
         double m = strtod(f->every, &end);
         if (end == f->every || *end || !(m > 0) || m > 1e6)
@@ -679,10 +680,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     fsdp_status s = fsdp_flags_take(argc, argv, &flags);
     if (s == FSDP_OK && flags.help) {
         /* Under a launcher, once: from the first rank, before MPI starts. */
-        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-        if (!rank) rank = getenv("PMIX_RANK");
-        if (!rank) rank = getenv("PMI_RANK");
-        if (!rank || atoi(rank) == 0) fsdp_help_print(stdout);
+        const char *rank = fsdp_env("OMPI_COMM_WORLD_RANK");
+        if (!rank) rank = fsdp_env("PMIX_RANK");
+        if (!rank) rank = fsdp_env("PMI_RANK");
+        if (!rank || atoi(rank) == 0) (flags.help_md ? fsdp_help_markdown : fsdp_help_print)(stdout);
         return DN_DONE;
     }
     if (s == FSDP_OK && flags.plan && flags.link && !strcmp(flags.link, "probe")) {
@@ -768,7 +769,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     }
     P.backend_flag = backend;
     h->device = pick_device(&P.hosts, ctl->rank);
-    if (ctl->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT")) {
+    if (ctl->rank != 0 && !fsdp_env_switch("FSDP_ALL_RANKS_PRINT")) {
         /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
         if (!freopen("/dev/null", "w", stdout)) return DN_ERR_RUNTIME;
     }
