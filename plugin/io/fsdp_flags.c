@@ -30,8 +30,8 @@ const fsdp_flag fsdp_flag_table[] = {
       "subdivisions per rank)", NULL, VALUE(keep_batch), NULL, 0 },
     { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, "
       "and exit", NULL, VALUE(plan), NULL, 0 },
-    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose "
-      "predicted peak per rank fits MB", NULL, VALUE(budget), NULL, 0 },
+    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, without and with recompute=1, "
+      "the fewest subdivisions whose predicted peak per rank fits MB", NULL, VALUE(budget), NULL, 0 },
     { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a "
       "link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire; probe, under mpirun: the ranks' own "
       "machines and link, measured", NULL, VALUE(link), NULL, 0 },
