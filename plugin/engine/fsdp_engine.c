@@ -389,7 +389,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     fsdp_mem_place(&e->mem, net->gpu_index);
     if (e->mem.device && e->ctl->world > 1 && (!e->coll || e->coll->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
-                         "(NCCL, or -fsdp-backend mpi)", e->ctl->world);
+                         "(NCCL, or -fsdp-backend mpi-staged)", e->ctl->world);
     if (!e->mem.device && e->coll->mem != FSDP_MEM_HOST)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
