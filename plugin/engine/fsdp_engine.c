@@ -117,6 +117,9 @@ fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what 
                             int count)
 {
     int replayed;
+    /* A recurrent layer's sub-network: not one of the run's layers, whose
+     * slots its layer index would name. */
+    if (!fsdp_bn_of_run(&e->bn, net)) return FSDP_OK;
     FSDP_TRY(fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed));
     if (replayed) return FSDP_OK;
     FSDP_TRY(fsdp_bn_sync(&e->bn, net, layer, what, x, channels, count));
@@ -397,6 +400,9 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
+    if (local == FSDP_OK)
+        local = fsdp_bn_check_recurrent(&(fsdp_bn_run){ e->cfg.file, e->mem.device, e->ctl->world, e->cfg.sync_bn,
+                                                        e->plan.frozen }, net);
     if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
