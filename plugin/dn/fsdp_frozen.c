@@ -100,8 +100,13 @@ static void frozen_forward_gpu(layer l, network net)
 static void frozen_backward_gpu(layer l, network net)
 {
     fsdp_frozen_arrays a;
+    void (*own)(struct layer, struct network) = the_orig[net.index].backward_gpu;
     device_half->arrays(&l, &net, &a);
-    frozen_backward_with(l, net, &device_half->math, &a, the_orig[net.index].backward_gpu);
+    if (l.type == CONNECTED && fsdp_layer_has_bn(&l)) {
+        device_half->clip(l.outputs * l.batch, a.delta);
+        own = device_half->connected_rest;
+    }
+    frozen_backward_with(l, net, &device_half->math, &a, own);
 }
 
 fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_layer_fns **orig)
