@@ -5,6 +5,7 @@
 #include "fsdp_engine_impl.h"
 #include "fsdp_deltas.h"
 #include "fsdp_hash.h"
+#include "fsdp_memplan.h"
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
@@ -431,8 +432,10 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     FSDP_TRY(fsdp_bn_attach(&e->bn, net, e->ctl, e->coll, &e->mem, &e->plan));
     malloc_trim(0);
-    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
+    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on;
+     * on the device, the driver's pool keeps what a step takes and no more. */
     if (!e->mem.device) e->mem.pool = &e->pool;
+    else FSDP_TRY(fsdp_mem_device_keep(&e->mem, fsdp_memplan_device_pool(e, net)));
     if (e->ctl->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {

@@ -348,6 +348,13 @@ static size_t step_buffers(const fsdp_engine *real, const network *net, int *red
     return footprint;
 }
 
+size_t fsdp_memplan_device_pool(const fsdp_engine *e, const network *net)
+{
+    int reduce_slot;
+    size_t scratch;
+    return fsdp_mem_pool_keep_bytes(step_buffers(e, net, &reduce_slot, &scratch));
+}
+
 fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp_group_tally *out)
 {
     counting c;
@@ -459,6 +466,7 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, fsdp_mem_fix
     out->model_state = e->tally.model_state_bytes;
     int reduce_slot;
     out->step_buffers = step_buffers(e, net, &reduce_slot, &out->collective_scratch);
+    out->device_pool = e->mem.device ? fsdp_mem_pool_keep_bytes(out->step_buffers) : 0;
     size_t own;
     out->node_shared = node_resident(e, reduce_slot, &own);
     size_t step = out->model_state + out->node_shared + out->step_buffers + out->collective_scratch,

@@ -41,6 +41,8 @@ typedef struct fsdp_mem_prediction {
     size_t node_shared;    /* shard_node_shared=1: node memory it maps beyond its own parts */
     size_t collective_scratch;   /* the backend's buffer for the other ranks' terms (fsdp_pairs.h) */
     size_t snapshot;       /* -fsdp-checkpoint-every: the background writer's copy (fsdp_clock.h), added by its caller */
+    size_t device_pool;    /* GPU runs: what the device pool keeps between steps, fsdp_mem_pool_keep_bytes(step_buffers);
+                            * device memory, not in peak */
     size_t peak;           /* fixed + activations + max(build, setup,
                             * model_state + node_shared + step_buffers + collective_scratch) */
     size_t pss;            /* the peak with node memory divided among the machine's ranks (PSS):
@@ -75,6 +77,10 @@ fsdp_mem_fixed fsdp_memplan_fixed(void);
  * this run (loads_weights: a weights file is loaded after the build). */
 void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, fsdp_mem_fixed fixed, int loads_weights,
                           fsdp_mem_prediction *out);
+
+/* GPU runs: the bytes the device pool keeps for the steps (fsdp_mem_device_keep):
+ * the prediction's step_buffers through fsdp_mem_pool_keep_bytes. */
+size_t fsdp_memplan_device_pool(const struct fsdp_engine *e, const network *net);
 
 /* The bytes of the activation arrays (output, delta, x, x_norm) the given
  * layers hold as the network stands (each array once; NULL ones, given back
