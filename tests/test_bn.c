@@ -74,8 +74,8 @@ static layer rnn_with_bn(LAYER_TYPE type, layer *sub)
 }
 
 /* GPU, 2 ranks, sync_bn: a trained rnn, gru or lstm layer with batch norm
- * is refused by name; frozen, on the host, alone, without sync_bn, or a
- * crnn (whose device passes use the run's network) passes. */
+ * is refused by name, on the host lstm alone; frozen, alone, without
+ * sync_bn, or a crnn (whose device passes use the run's network) passes. */
 Test(bn, recurrent_on_gpu_refused, .init = cr_redirect_stderr)
 {
     layer sub, layers[2] = { { .type = CONVOLUTIONAL } };
@@ -87,6 +87,9 @@ Test(bn, recurrent_on_gpu_refused, .init = cr_redirect_stderr)
         layers[1] = rnn_with_bn(refused[i], &sub);
         cr_assert_eq(fsdp_bn_check_recurrent(&gpu, &net), FSDP_ERR_UNSUPPORTED, "type %d", refused[i]);
     }
+    fsdp_bn_run host = { "rnn.cfg", 0, 2, 1, trained };
+    layers[1] = rnn_with_bn(LSTM, &sub);
+    cr_assert_eq(fsdp_bn_check_recurrent(&host, &net), FSDP_ERR_UNSUPPORTED, "lstm on the host");
     layers[1] = rnn_with_bn(GRU, &sub);
     fsdp_bn_run ok[] = { { "rnn.cfg", 1, 2, 1, frozen }, { "rnn.cfg", 0, 2, 1, trained },
                          { "rnn.cfg", 1, 1, 1, trained }, { "rnn.cfg", 1, 2, 0, trained } };
@@ -102,5 +105,7 @@ Test(bn, recurrent_on_gpu_refused, .init = cr_redirect_stderr)
     buf[n] = 0;
     cr_assert(strstr(buf, "fsdp: rnn.cfg: layer 1 (gru, with batch_normalize): synchronized batch norm cannot reach"),
               "%s", buf);
-    cr_assert(strstr(buf, "set sync_bn=0 in [net]"), "%s", buf);
+    cr_assert(strstr(buf, "set sync_bn=0 in [net], or train on the CPU (-nogpu)\n"), "%s", buf);
+    cr_assert(strstr(buf, "layer 1 (lstm, with batch_normalize)") && strstr(buf, "set sync_bn=0 in [net]\n"),
+              "lstm: no CPU remedy: %s", buf);
 }

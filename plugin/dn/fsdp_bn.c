@@ -98,16 +98,19 @@ int fsdp_bn_of_run(const fsdp_bn *bn, const network *net)
 
 fsdp_status fsdp_bn_check_recurrent(const fsdp_bn_run *run, const network *net)
 {
-    if (!run->device || run->world < 2 || !run->sync_bn) return FSDP_OK;
+    if (run->world < 2 || !run->sync_bn) return FSDP_OK;
     for (int i = 0; i < net->n; ++i) {
         const layer *l = &net->layers[i];
-        /* CRNN's device passes hand their sub-layers the run's network. */
+        /* CRNN hands its sub-layers the run's network everywhere, rnn and
+         * gru on the host; lstm nowhere. */
         if (run->frozen[i] || l->type == CRNN || !fsdp_layer_recurrent_bn(l)) continue;
+        if (!run->device && l->type != LSTM) continue;
         return fsdp_fail(FSDP_ERR_UNSUPPORTED,
                          "%s: layer %d (%s, with batch_normalize): synchronized batch norm cannot reach the "
-                         "batch norm inside rnn, gru and lstm layers on the GPU (Darknet runs their sub-layers "
-                         "in a network of their own there); set sync_bn=0 in [net], or train on the CPU (-nogpu)",
-                         run->file ? run->file : "cfg", i, l->type == RNN ? "rnn" : l->type == GRU ? "gru" : "lstm");
+                         "batch norm inside lstm layers, nor inside rnn and gru layers on the GPU (Darknet runs "
+                         "their sub-layers in a network of their own there); set sync_bn=0 in [net]%s",
+                         run->file ? run->file : "cfg", i, l->type == RNN ? "rnn" : l->type == GRU ? "gru" : "lstm",
+                         l->type == LSTM ? "" : ", or train on the CPU (-nogpu)");
     }
     return FSDP_OK;
 }

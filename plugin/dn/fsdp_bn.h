@@ -61,11 +61,11 @@ typedef struct fsdp_bn_run {
     int sync_bn;          /* [net] sync_bn */
     const unsigned char *frozen;   /* per layer: frozen (runs in inference, combines nothing) */
 } fsdp_bn_run;
-/* A GPU run that combines batch statistics (sync_bn, several ranks)
- * refuses trained rnn, gru and lstm layers with batch_normalize, by name:
- * their sub-layers' calls are not the run's (above), so nothing would be
- * combined while Darknet's device batch norm (patch 0020) still treats the
- * variance as the world's. */
+/* A run that combines batch statistics (sync_bn, several ranks) refuses,
+ * by name, trained layers with batch_normalize whose sub-layers' calls are
+ * not the run's (above), so nothing would be combined (and on the GPU
+ * Darknet's device batch norm, patch 0020, would still treat the variance
+ * as the world's): lstm everywhere, rnn and gru on the GPU. */
 fsdp_status fsdp_bn_check_recurrent(const fsdp_bn_run *run, const network *net);
 
 /* The bn_sync hook's body.  x is in device memory on GPU runs; calls that
