@@ -146,14 +146,18 @@ static int probe(void *ctx, double timeout_s, char *why, size_t n)
     return bad;
 }
 
-/* The collective just queued on the comm stream, for the watchdog. */
+/* The collective just queued on the comm stream, for the watchdog.  The
+ * slot is taken under the lock and its event recorded outside it: a record
+ * may block while the device's queue is full behind a stalled collective,
+ * and the watchdog must still get the lock then.  Until it is recorded the
+ * slot's event reads as done (never recorded, or done long ago), so only
+ * that one collective goes unwatched; the earlier ones still pending are. */
 static fsdp_status track(nccl_ctx *c, const char *what)
 {
     pthread_mutex_lock(&c->lock);
     int slot = fsdp_inflight_issue(&c->inflight, what, clock_s());
-    cudaError_t e = cudaEventRecord(c->track[slot], c->stream);
     pthread_mutex_unlock(&c->lock);
-    cudaCheck(e);
+    cudaCheck(cudaEventRecord(c->track[slot], c->stream));
     return FSDP_OK;
 }
 
