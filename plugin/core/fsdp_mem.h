@@ -152,7 +152,7 @@ fsdp_status fsdp_mem_device_keep(fsdp_mem_ctx *m, size_t bytes);
 /* The bytes the device pool keeps for a step whose buffers, counted as the
  * memory prediction counts them (step_buffers), peak at `step_buffers`: that
  * peak in the pool's 2 MiB granules with an eighth more for its rounding
- * and fragmentation.  The prediction's device_pool term. */
+ * and fragmentation. */
 #define FSDP_DEVICE_POOL_GRANULE ((size_t)2 << 20)
 size_t fsdp_mem_pool_keep_bytes(size_t step_buffers);
 

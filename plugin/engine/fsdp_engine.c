@@ -385,6 +385,27 @@ static fsdp_status wire_exact(fsdp_engine *e, int exact)
     return fsdp_flat_node_sync(&e->flat);
 }
 
+/* What the plan cannot run, refused by name before anything is sharded. */
+static fsdp_status refuse_unsupported(const fsdp_engine *e, const network *net)
+{
+    FSDP_TRY(fsdp_frozen_check_plan(&e->plan, &e->cfg, net));
+    return fsdp_bn_check_recurrent(&(fsdp_bn_run){ e->cfg.file, e->mem.device, e->ctl->world, e->cfg.sync_bn,
+                                                   e->plan.frozen }, net);
+}
+
+/* GPU runs, once set up: the device pool keeps what a step takes, counted
+ * as the memory prediction counts it, and gives the rest back (fsdp_mem.h). */
+static fsdp_status device_pool_keep(fsdp_engine *e, const network *net)
+{
+    if (e->mem.no_pool) return FSDP_OK;
+    size_t keep = fsdp_memplan_device_pool(e, net);
+    FSDP_TRY(fsdp_mem_device_keep(&e->mem, keep));
+    if (e->ctl->rank == 0)
+        fprintf(stderr, "fsdp: the device pool keeps up to %.1f MB between steps (what a step takes, as the memory "
+                "prediction counts it); the rest goes back to the driver\n", keep / 1e6);
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 {
     if (e->net)
@@ -400,10 +421,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
-    if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
-    if (local == FSDP_OK)
-        local = fsdp_bn_check_recurrent(&(fsdp_bn_run){ e->cfg.file, e->mem.device, e->ctl->world, e->cfg.sync_bn,
-                                                        e->plan.frozen }, net);
+    if (local == FSDP_OK) local = refuse_unsupported(e, net);
     if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
@@ -432,10 +450,9 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     FSDP_TRY(fsdp_bn_attach(&e->bn, net, e->ctl, e->coll, &e->mem, &e->plan));
     malloc_trim(0);
-    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on;
-     * on the device, the driver's pool keeps what a step takes and no more. */
+    /* Buffers a step takes come back to the pool (fsdp_mem.h; the driver's on the device) from now on. */
     if (!e->mem.device) e->mem.pool = &e->pool;
-    else FSDP_TRY(fsdp_mem_device_keep(&e->mem, fsdp_memplan_device_pool(e, net)));
+    else FSDP_TRY(device_pool_keep(e, net));
     if (e->ctl->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {

@@ -466,7 +466,6 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, fsdp_mem_fix
     out->model_state = e->tally.model_state_bytes;
     int reduce_slot;
     out->step_buffers = step_buffers(e, net, &reduce_slot, &out->collective_scratch);
-    out->device_pool = e->mem.device ? fsdp_mem_pool_keep_bytes(out->step_buffers) : 0;
     size_t own;
     out->node_shared = node_resident(e, reduce_slot, &own);
     size_t step = out->model_state + out->node_shared + out->step_buffers + out->collective_scratch,

@@ -41,8 +41,6 @@ typedef struct fsdp_mem_prediction {
     size_t node_shared;    /* shard_node_shared=1: node memory it maps beyond its own parts */
     size_t collective_scratch;   /* the backend's buffer for the other ranks' terms (fsdp_pairs.h) */
     size_t snapshot;       /* -fsdp-checkpoint-every: the background writer's copy (fsdp_clock.h), added by its caller */
-    size_t device_pool;    /* GPU runs: what the device pool keeps between steps, fsdp_mem_pool_keep_bytes(step_buffers);
-                            * device memory, not in peak */
     size_t peak;           /* fixed + activations + max(build, setup,
                             * model_state + node_shared + step_buffers + collective_scratch) */
     size_t pss;            /* the peak with node memory divided among the machine's ranks (PSS):
