@@ -285,10 +285,15 @@ static void nccl_free(fsdp_coll *b)
     if (!b) return;
     nccl_ctx *c = b->ctx;
     if (c) {
-        fsdp_watch_probe(NULL, NULL);
         cudaSetDevice(c->device);
-        /* An aborted communicator's stream may never finish. */
+        /* Still watched (a peer gone now would hang the sync), unless
+         * aborted: that communicator's stream may never finish.  Finalize
+         * completes NCCL's own work; on a non-blocking communicator it is
+         * polled, and aborted where it fails or stalls. */
         if (c->stream && !c->aborted) cudaStreamSynchronize(c->stream);
+        if (c->comm && !c->aborted)
+            (void)settle(c, ncclCommFinalize(c->comm), "ncclCommFinalize", __FILE__, __LINE__);
+        fsdp_watch_probe(NULL, NULL);
         if (c->comm && !c->aborted) ncclCommDestroy(c->comm);
         for (int i = 0; i < FSDP_INFLIGHT; i++)
             if (c->track[i]) cudaEventDestroy(c->track[i]);
