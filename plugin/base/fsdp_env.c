@@ -24,6 +24,9 @@ const fsdp_env_var fsdp_env_table[] = {
       "in the background (less memory, a longer step)" },
     { "FSDP_CHECKPOINT_SLOW_MS", FSDP_ENV_PLUGIN, "MS", "0", EVERY_RANK, 1,
       "a pause of MS ms after each 4 KiB a shard file takes: a slow disk, to stop a writer mid-file" },
+    { "FSDP_DEVICE_POOL", FSDP_ENV_PLUGIN, "1|0", "1", EVERY_RANK, 0,
+      "0: GPU runs take device buffers with plain cudaMalloc/cudaFree instead of CUDA's stream-ordered pool "
+      "(slower; for compute-sanitizer, whose memcheck sees a use after free only in memory the driver has back)" },
     { "TMPDIR", FSDP_ENV_PLUGIN, "DIR", "/tmp", "no: read by -fsdp-plan, one process", 0,
       "where -fsdp-plan writes the cfg copies it predicts from" },
     /* Set by the launcher: the plugin only looks. */
@@ -89,8 +92,9 @@ const fsdp_env_var fsdp_env_table[] = {
     { "FSDP_BENCH_STEPS", FSDP_ENV_TOOLS, "N", "300", TOOL, 0, "tools/bench longrun: training steps" },
     { "FSDP_BENCH_MINUTES", FSDP_ENV_TOOLS, "M", "1", TOOL, 0, "tools/bench longrun: -fsdp-checkpoint-every's interval" },
     { "FSDP_GPU_CHECK_LOGS", FSDP_ENV_TOOLS, "DIR", "build-gpu-check", TOOL, 0, "tools/gpu-check: where the full logs go" },
-    { "FSDP_GPU_CHECK_BUDGET", FSDP_ENV_TOOLS, "S", "540", TOOL, 0, "tools/gpu-check: seconds for all parts together" },
-    { "FSDP_GPU_CHECK_STEPS", FSDP_ENV_TOOLS, "N", "30", TOOL, 0, "tools/gpu-check: training steps per benchmark run" },
+    { "FSDP_GPU_CHECK_BUDGET", FSDP_ENV_TOOLS, "S", "560", TOOL, 0,
+      "tools/gpu-check: seconds for all parts together (its plan fits; at most 600, one GPU command's limit)" },
+    { "FSDP_GPU_CHECK_STEPS", FSDP_ENV_TOOLS, "N", "20", TOOL, 0, "tools/gpu-check: training steps per benchmark run" },
     { "FSDP_GPU_CHECK_BUNDLE", FSDP_ENV_TOOLS, "auto|1|0", "auto", TOOL, 0,
       "tools/gpu-check: 1 always uses the bundle, 0 always builds on the GPU machine" },
     { "FSDP_GPU_CHECK_MODE", FSDP_ENV_TOOLS, "bundle|build", "chosen once", TOOL, 1,
@@ -102,7 +106,7 @@ const fsdp_env_var fsdp_env_table[] = {
     { "FSDP_GPU_BUILD_DIR", FSDP_ENV_TOOLS, "DIR", "unset", TOOL, 0,
       "tools/gpu-bundle: the GPU build folder tools/setup makes for the bundle" },
     /* CMake options. */
-    { "FSDP_GPU", FSDP_ENV_CMAKE, "ON|OFF", "OFF", BUILD, 0, "build Darknet and the plugin for CUDA (CUDA 13, cuDNN 9, NCCL)" },
+    { "FSDP_GPU", FSDP_ENV_CMAKE, "ON|OFF", "OFF", BUILD, 0, "build Darknet and the plugin for CUDA (CUDA 12 or 13, cuDNN 9, NCCL 2.14+)" },
     { "FSDP_CUDNN", FSDP_ENV_CMAKE, "ON|OFF", "ON", BUILD, 0, "use cuDNN in the GPU build" },
     { "FSDP_OPENBLAS", FSDP_ENV_CMAKE, "ON|OFF", "ON", BUILD, 0, "route Darknet's CPU gemm through OpenBLAS" },
     { "FSDP_OPENCV", FSDP_ENV_CMAKE, "ON|OFF", "OFF", BUILD, 0, "build Darknet with OpenCV (image I/O, display)" },

@@ -4,7 +4,10 @@
  * pool. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "fsdp_mem.h"
+#include "fsdp_env.h"
 #include "fsdp_cuda.h"
 #include "fsdp_kernels.h"
 #include "darknet.h"   /* cuda_make_array, cuda_free */
@@ -84,20 +87,36 @@ const fsdp_place_i fsdp_place_device = {
     .free_darknet = dev_free_darknet,
 };
 
+static fsdp_status pool_threshold(int device, uint64_t keep)
+{
+    cudaMemPool_t pool;
+    cudaCheck(cudaDeviceGetDefaultMemPool(&pool, device));
+    cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
 {
     if (!m->device) return FSDP_OK;
     int pools = 0;
     cudaCheck(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
-    if (!pools) {
+    if (!pools || !fsdp_env_switch("FSDP_DEVICE_POOL")) {
         m->no_pool = 1;
-        fprintf(stderr, "fsdp: GPU %d has no stream-ordered memory pools: cudaMalloc and "
-                "cudaFree instead (slower)\n", device);
+        fprintf(stderr, "fsdp: GPU %d: %s: cudaMalloc and cudaFree instead (slower)\n", device,
+                pools ? "FSDP_DEVICE_POOL=0" : "no stream-ordered memory pools");
         return FSDP_OK;
     }
+    m->pool_device = device;
+    return pool_threshold(device, 0);
+}
+
+fsdp_status fsdp_mem_device_keep(fsdp_mem_ctx *m, size_t bytes)
+{
+    if (!m->device || m->no_pool) return FSDP_OK;
     cudaMemPool_t pool;
-    uint64_t keep = UINT64_MAX;
-    cudaCheck(cudaDeviceGetDefaultMemPool(&pool, device));
-    cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    return FSDP_OK;
+    /* Set-up's frees are ordered on the compute stream: done before the trim. */
+    cudaCheck(cudaStreamSynchronize(DN_COMPUTE_STREAM));
+    cudaCheck(cudaDeviceGetDefaultMemPool(&pool, m->pool_device));
+    cudaCheck(cudaMemPoolTrimTo(pool, 0));
+    return pool_threshold(m->pool_device, bytes);
 }

@@ -5,6 +5,7 @@
 #include "fsdp_engine_impl.h"
 #include "fsdp_deltas.h"
 #include "fsdp_hash.h"
+#include "fsdp_memplan.h"
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
@@ -117,6 +118,9 @@ fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what 
                             int count)
 {
     int replayed;
+    /* A recurrent layer's sub-network: not one of the run's layers, whose
+     * slots its layer index would name. */
+    if (!fsdp_bn_of_run(&e->bn, net)) return FSDP_OK;
     FSDP_TRY(fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed));
     if (replayed) return FSDP_OK;
     FSDP_TRY(fsdp_bn_sync(&e->bn, net, layer, what, x, channels, count));
@@ -383,6 +387,27 @@ static fsdp_status wire_exact(fsdp_engine *e, int exact)
     return fsdp_flat_node_sync(&e->flat);
 }
 
+/* What the plan cannot run, refused by name before anything is sharded. */
+static fsdp_status refuse_unsupported(const fsdp_engine *e, const network *net)
+{
+    FSDP_TRY(fsdp_frozen_check_plan(&e->plan, &e->cfg, net));
+    return fsdp_bn_check_recurrent(&(fsdp_bn_run){ e->cfg.file, e->mem.device, e->ctl->world, e->cfg.sync_bn,
+                                                   e->plan.frozen }, net);
+}
+
+/* GPU runs, once set up: the device pool keeps what a step takes, counted
+ * as the memory prediction counts it, and gives the rest back (fsdp_mem.h). */
+static fsdp_status device_pool_keep(fsdp_engine *e, const network *net)
+{
+    if (e->mem.no_pool) return FSDP_OK;
+    size_t keep = fsdp_memplan_device_pool(e, net);
+    FSDP_TRY(fsdp_mem_device_keep(&e->mem, keep));
+    if (e->ctl->rank == 0)
+        fprintf(stderr, "fsdp: the device pool keeps up to %.1f MB between steps (what a step takes, as the memory "
+                "prediction counts it); the rest goes back to the driver\n", keep / 1e6);
+    return FSDP_OK;
+}
+
 fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
 {
     if (e->net)
@@ -391,14 +416,14 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     fsdp_mem_place(&e->mem, net->gpu_index);
     if (e->mem.device && e->ctl->world > 1 && (!e->coll || e->coll->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
-                         "(NCCL, or -fsdp-backend mpi)", e->ctl->world);
+                         "(NCCL, or -fsdp-backend mpi-staged)", e->ctl->world);
     if (!e->mem.device && e->coll->mem != FSDP_MEM_HOST)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
-    if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
+    if (local == FSDP_OK) local = refuse_unsupported(e, net);
     if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
@@ -427,8 +452,9 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     FSDP_TRY(fsdp_bn_attach(&e->bn, net, e->ctl, e->coll, &e->mem, &e->plan));
     malloc_trim(0);
-    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
+    /* Buffers a step takes come back to the pool (fsdp_mem.h; the driver's on the device) from now on. */
     if (!e->mem.device) e->mem.pool = &e->pool;
+    else FSDP_TRY(device_pool_keep(e, net));
     if (e->ctl->rank == 0) {
         size_t trainable = 0, frozen = 0;
         for (int g = 0; g < e->ngroups; ++g) {
