@@ -21,8 +21,8 @@ static dn_status dn_status_of(fsdp_status s)
     return fsdp_status_runtime(s) ? DN_ERR_RUNTIME : DN_ERR_CONFIG;
 }
 
-/* Darknet only needs to know whether to stop; what failed has said why; the session
- * keeps the first error, whose kind decides how the run ends. */
+/* Darknet only needs to know whether to stop (what failed has said why);
+ * the session keeps the first error, whose kind decides how the run ends. */
 static int to_dn(void *ses, fsdp_status s)
 {
     return dn_status_of(fsdp_session_failed(ses, s));
@@ -151,7 +151,7 @@ static int help_mode(void)
     return DN_DONE;
 }
 
-/* Training: the ses, and the hooks onto it. */
+/* Training: the session, and the hooks onto it. */
 static int train_mode(const fsdp_flags *flags, fsdp_status parsed, int *argc, char **argv, dn_hooks *h)
 {
     fsdp_session *ses = NULL;
