@@ -96,7 +96,7 @@ static fsdp_status refuse(fsdp_session *ses, fsdp_ctl *ctl, fsdp_status s)
 }
 
 fsdp_status fsdp_session_create(const fsdp_flags *flags, fsdp_status parsed, int *argc, char **argv, dn_hooks *hooks,
-                            fsdp_session **out)
+                                fsdp_session **out)
 {
     *out = NULL;
     fsdp_session *ses = calloc(1, sizeof *ses);

@@ -33,7 +33,7 @@ typedef struct fsdp_session fsdp_session;
  * After an error every rank refused together, MPI is finalized and *out
  * is NULL; after any other, every rank is stopped (MPI_Abort). */
 fsdp_status fsdp_session_create(const fsdp_flags *flags, fsdp_status parsed, int *argc, char **argv, dn_hooks *hooks,
-                            fsdp_session **out);
+                                fsdp_session **out);
 fsdp_engine *fsdp_session_engine(const fsdp_session *ses);
 /* The GPU this rank computes on (0 in CPU builds). */
 int fsdp_session_device(const fsdp_session *ses);

@@ -50,8 +50,8 @@ static uint64_t bits_of(double v)
     return b;
 }
 
-fsdp_status fsdp_session_agree_flags(fsdp_session *ses, fsdp_status local, fsdp_ctl *ctl, const fsdp_flags *f, int argc,
-                                 char **argv)
+fsdp_status fsdp_session_agree_flags(fsdp_session *ses, fsdp_status local, fsdp_ctl *ctl, const fsdp_flags *f,
+                                     int argc, char **argv)
 {
     int clear = 0;
     for (int i = 1; i < argc; ++i) clear |= !strcmp(argv[i], "-clear");

@@ -32,8 +32,8 @@ struct fsdp_session {
 /* fsdp_session_flags.c: this rank's checks of the flags; then every rank's
  * agreement on them (fsdp_agree.h), local being this rank's status. */
 fsdp_status fsdp_session_check_flags(fsdp_session *ses, const fsdp_flags *f, int argc, char **argv);
-fsdp_status fsdp_session_agree_flags(fsdp_session *ses, fsdp_status local, fsdp_ctl *ctl, const fsdp_flags *f, int argc,
-                                 char **argv);
+fsdp_status fsdp_session_agree_flags(fsdp_session *ses, fsdp_status local, fsdp_ctl *ctl, const fsdp_flags *f,
+                                     int argc, char **argv);
 
 /* fsdp_session_backends.c: host control and host memory's collectives
  * (whatever -fsdp-backend asks for); once the network is built, the
