@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include "darknet_plugin.h"
+#include "fsdp_env.h"
 #include "fsdp_frozen.h"
 #include "fsdp_plan_mode.h"
 #include "fsdp_recompute.h"
@@ -142,12 +143,12 @@ static void process_setup(void)
 }
 
 /* -fsdp-help: under a launcher, once, from the first rank, before MPI starts. */
-static int help_mode(void)
+static int help_mode(const fsdp_flags *flags)
 {
-    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-    if (!rank) rank = getenv("PMIX_RANK");
-    if (!rank) rank = getenv("PMI_RANK");
-    if (!rank || atoi(rank) == 0) fsdp_help_print(stdout);
+    const char *rank = fsdp_env("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = fsdp_env("PMIX_RANK");
+    if (!rank) rank = fsdp_env("PMI_RANK");
+    if (!rank || atoi(rank) == 0) (flags->help_md ? fsdp_help_markdown : fsdp_help_print)(stdout);
     return DN_DONE;
 }
 
@@ -173,7 +174,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     process_setup();
     fsdp_flags flags;
     fsdp_status s = fsdp_flags_take(argc, argv, &flags);
-    if (s == FSDP_OK && flags.help) return help_mode();
+    if (s == FSDP_OK && flags.help) return help_mode(&flags);
     if (s == FSDP_OK && flags.plan) return fsdp_plan_mode(argc, argv, &flags, h) == FSDP_OK ? DN_DONE : DN_ERR_CONFIG;
     if (s == FSDP_OK && fsdp_plan_flags_check(&flags) != FSDP_OK) return DN_ERR_CONFIG;
     return train_mode(&flags, s, argc, argv, h);

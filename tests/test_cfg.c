@@ -82,3 +82,52 @@ Test(cfg, group_nesting_is_bounded, .init = cr_redirect_stderr)
     free(deep);
     fsdp_cfg_free(&c);
 }
+
+/* ---- the defaults -fsdp-help prints are the ones applied ----------------- */
+
+/* Whether V is one of VALUES ("full|grad_op|none"): a default said as a
+ * value, which given explicitly must change nothing. */
+static int one_of(const char *v, const char *values)
+{
+    size_t n = strlen(v);
+    for (const char *p = values; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL)
+        if (!strncmp(p, v, n) && (p[n] == '|' || !p[n])) return 1;
+    return 0;
+}
+
+static void same_as_unset(const fsdp_cfg *a, const fsdp_cfg *b, const char *key)
+{
+    cr_assert_eq(a->strategy, b->strategy, "%s", key);
+    cr_assert_eq(a->reshard_after_forward, b->reshard_after_forward, "%s", key);
+    cr_assert_eq(a->wire, b->wire, "%s", key);
+    cr_assert_eq(a->sync_bn, b->sync_bn, "%s", key);
+    cr_assert_eq(a->recompute, b->recompute, "%s", key);
+    cr_assert_eq(a->error, FSDP_OK, "%s", key);
+    if (a->nlayers) {
+        cr_assert_eq(a->layers[0].frozen, 0, "%s", key);
+        cr_assert_eq(a->layers[0].recompute, 0, "%s", key);
+        cr_assert_null(a->layers[0].group, "%s", key);
+    }
+}
+
+Test(cfg, each_default_the_table_prints_is_the_one_applied)
+{
+    int checked = 0;
+    for (int i = 0; i < fsdp_ncfg_keys; ++i) {
+        const fsdp_cfg_key *k = &fsdp_cfg_keys[i];
+        if (!one_of(k->dflt, k->values)) continue;   /* said in words: a run decides (fsdp_engine.c) */
+        for (int where = FSDP_KEY_LAYER; where <= FSDP_KEY_NET; ++where) {
+            if (!(k->where & where)) continue;
+            fsdp_cfg unset, given;
+            fsdp_cfg_init(&unset);
+            fsdp_cfg_init(&given);
+            cr_assert_eq(fsdp_cfg_option(&given, "d.cfg", 1, where == FSDP_KEY_NET ? -1 : 0, k->name, k->dflt), 1,
+                         "%s", k->name);
+            same_as_unset(&given, &unset, k->name);
+            fsdp_cfg_free(&unset);
+            fsdp_cfg_free(&given);
+            ++checked;
+        }
+    }
+    cr_assert_geq(checked, 7, "the keys with a value as default: %d", checked);
+}

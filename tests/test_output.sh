@@ -2,8 +2,8 @@
 # What ranks print (docs/DESIGN.md, "Command line"): on 3 ranks only rank 0
 # prints Darknet's start-up lines (the layer table, "Loading weights"), while
 # a rank that fails alone still shows its own error, Darknet's or the
-# plugin's; FSDP_ALL_RANKS_PRINT=1 lets every rank print; a resumed run says
-# what it loaded.
+# plugin's; FSDP_ALL_RANKS_PRINT=1 lets every rank print (0 is as unset); a
+# resumed run says what it loaded.
 . "$(dirname "$0")/lib.sh"
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 8
@@ -24,6 +24,10 @@ check "one 'Loading weights' line ($(grep -c 'Loading weights' "$WORK/np3.err"))
   -plugin "$PLUGIN" classifier train "$D/data.data" "$cfg" > /dev/null 2> "$WORK/all.err") && rc=0 || rc=$?
 check "FSDP_ALL_RANKS_PRINT=1: every rank prints its table (exit $rc, $(tables "$WORK/all.err"))" \
   [ "$rc" = 0 -a "$(tables "$WORK/all.err")" = 3 ]
+(cd "$D" && rm -rf backup/* && FSDP_ALL_RANKS_PRINT=0 timeout 120 "${MPIRUN[@]}" -np 3 -x FSDP_ALL_RANKS_PRINT "$DN" \
+  -plugin "$PLUGIN" classifier train "$D/data.data" "$cfg" > /dev/null 2> "$WORK/none.err") && rc=0 || rc=$?
+check "FSDP_ALL_RANKS_PRINT=0: rank 0 alone prints, as unset (exit $rc, $(tables "$WORK/none.err"))" \
+  [ "$rc" = 0 -a "$(tables "$WORK/none.err")" = 1 ]
 
 # Rank 2 alone is given a weights file that does not exist: Darknet stops it
 # while it loads, inside the quiet start-up; its own message must show.

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.dont_write_bytecode = True  # no __pycache__ in tools/
+import fsdp_args  # noqa: E402  (tools/fsdp_args.py)
 
 NETS = {"big": 8, "probe": 16}  # batch per rank, as in the cfgs
 IMPLS = ("fsdp1", "fsdp2", "ddp")
@@ -169,7 +171,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--timeout", type=int, help="seconds per run (default 300 + 5 per step)")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = fsdp_args.parse(ap)
     if a.worker:
         return worker(a.worker[0], a.worker[1], int(a.worker[2]))
     worlds = [int(w) for w in a.worlds.split(",")]

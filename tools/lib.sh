@@ -37,3 +37,18 @@ median_step() {
   step_times "$1" | sort -g |
     awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else printf "%.4f\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
+
+# fsdp_help SCRIPT "$@": where the first argument is -h or --help, print
+# SCRIPT's header comment (its usage) and exit 0.  Each tool calls it before
+# anything else, so that asking for help installs, builds and runs nothing.
+fsdp_help() {
+  case ${2:-} in
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$1"; exit 0 ;;
+  esac
+}
+
+# fsdp_refuse SCRIPT ARG: ARG is not one SCRIPT takes: say so, exit 2.
+fsdp_refuse() {
+  echo "$(basename "$1"): unknown argument $2 (usage: $(basename "$1") --help)" >&2
+  exit 2
+}

@@ -59,6 +59,10 @@ void fsdp_assert_fail(const char *file, int line, const char *cond, const char *
 #define FSDP_ASSERT(cond, what) ((void)0)
 #endif
 
+/* A macro's value as a string literal: a default said once, in code and help. */
+#define FSDP_STR_(x) #x
+#define FSDP_STR(x) FSDP_STR_(x)
+
 #define FSDP_TRY(expr) do { fsdp_status _s = (expr); if (_s != FSDP_OK) return _s; } while (0)
 
 /* The smaller of two counts (the collectives' chunks and rounds). */

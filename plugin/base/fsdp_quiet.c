@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "fsdp_quiet.h"
+#include "fsdp_env.h"
 
 static int real_err = -1;    /* the rank's stderr while it is captured */
 static int capture = -1;     /* the private file */
@@ -127,7 +128,7 @@ static void on_signal(int sig)
 
 fsdp_status fsdp_quiet_begin(int rank)
 {
-    if (rank == 0 || getenv("FSDP_ALL_RANKS_PRINT")) return FSDP_OK;
+    if (rank == 0 || fsdp_env_switch("FSDP_ALL_RANKS_PRINT")) return FSDP_OK;
     return fsdp_quiet_capture(rank);
 }
 

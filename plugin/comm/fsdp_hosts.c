@@ -2,11 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "fsdp_hosts.h"
-
-/* Open MPI 4's defaults for the control connections' keepalive. */
-#define KEEPALIVE_TIME_S 300
-#define KEEPALIVE_INTVL_S 20
-#define KEEPALIVE_PROBES 9
+#include "fsdp_env.h"
 
 int fsdp_hosts_number(int world, const int *leader, int *host_of)
 {
@@ -56,23 +52,13 @@ uint64_t fsdp_hosts_bytes_out(const fsdp_hosts *h, int r, uint64_t spread, uint6
     return spread / w * others + peers / w * (uint64_t)(h->nhosts - 1) + reduced * others;
 }
 
-/* An OMPI_MCA_ value in the ranks' environment (mpirun --mca NAME VALUE
- * puts it there), or Open MPI's default. */
-static long mca_int(const char *name, long dflt)
-{
-    const char *v = getenv(name);
-    char *end;
-    long x = v ? strtol(v, &end, 10) : dflt;
-    return v && (end == v || *end) ? dflt : x;
-}
-
 void fsdp_hosts_note_keepalive(const fsdp_hosts *h, double timeout_s)
 {
     /* Only mpirun's ranks see its URI; srun and others notice nodes their own way. */
-    if (h->nhosts < 2 || timeout_s <= 0 || !getenv("OMPI_MCA_orte_hnp_uri")) return;
-    long t = mca_int("OMPI_MCA_oob_tcp_keepalive_time", KEEPALIVE_TIME_S);
-    long i = mca_int("OMPI_MCA_oob_tcp_keepalive_intvl", KEEPALIVE_INTVL_S);
-    long p = mca_int("OMPI_MCA_oob_tcp_keepalive_probes", KEEPALIVE_PROBES);
+    if (h->nhosts < 2 || timeout_s <= 0 || !fsdp_env("OMPI_MCA_orte_hnp_uri")) return;
+    long t = fsdp_env_long("OMPI_MCA_oob_tcp_keepalive_time");
+    long i = fsdp_env_long("OMPI_MCA_oob_tcp_keepalive_intvl");
+    long p = fsdp_env_long("OMPI_MCA_oob_tcp_keepalive_probes");
     long notice = t + i * p;
     if (t > 0 && notice < timeout_s) return;
     char when[96];

@@ -1,6 +1,7 @@
 /* Whether a launcher started this process, and MPI for it (fsdp_launch.h). */
 #include <stdlib.h>
 #include <mpi.h>
+#include "fsdp_env.h"
 #include "fsdp_launch.h"
 #include "fsdp_stop.h"
 
@@ -9,7 +10,7 @@ int fsdp_launched(void)
     const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
                            "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i)
-        if (getenv(vars[i])) return 1;
+        if (fsdp_env(vars[i])) return 1;
     return 0;
 }
 

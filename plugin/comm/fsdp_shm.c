@@ -25,6 +25,7 @@
 #include "fsdp_mpi.h"
 #include "fsdp_shm.h"
 #include "fsdp_sum.h"
+#include "fsdp_env.h"
 
 struct fsdp_shm {
     MPI_Comm node;     /* this machine's ranks of the communicator, in its order */
@@ -123,11 +124,10 @@ static fsdp_status split_node(MPI_Comm comm, fsdp_shm *s, int *sizes)
 fsdp_status fsdp_shm_open(MPI_Comm comm, fsdp_shm **out)
 {
     *out = NULL;
-    const char *env = getenv("FSDP_SHM");
     int world, sizes[2] = { 0, 0 };
     mpiCheck(MPI_Comm_size(comm, &world));
     /* Every rank decides alike (the environment may differ between them). */
-    int want = world > 1 && !(env && !strcmp(env, "0"));
+    int want = world > 1 && fsdp_env_switch("FSDP_SHM");
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, comm));
     if (!want) return FSDP_OK;
     fsdp_shm *s = calloc(1, sizeof *s);
@@ -203,7 +203,7 @@ fsdp_status fsdp_shm_sync(fsdp_shm *s)
 static int room_for(size_t bytes, char *why, size_t len)
 {
     struct statvfs v;
-    const char *env = getenv("OMPI_MCA_osc_sm_backing_directory");
+    const char *env = fsdp_env("OMPI_MCA_osc_sm_backing_directory");
     const char *dir = env && *env ? env : "/dev/shm";
     if (statvfs(dir, &v) != 0) return 1;   /* another backing: MPI decides */
     unsigned long long free_bytes = (unsigned long long)v.f_bavail * v.f_frsize;

@@ -18,7 +18,7 @@
 #include "fsdp.h"
 #include "fsdp_backend.h"
 
-#define FSDP_WATCH_DEFAULT_S 600.0
+#define FSDP_WATCH_DEFAULT_S 600
 
 /* Describes the collective in flight for the message: `buf` gets e.g.
  * "group trunk.block1, step 12" from the buffer the collective was given

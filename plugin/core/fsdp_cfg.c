@@ -20,9 +20,9 @@ void fsdp_cfg_init(fsdp_cfg *c)
 {
     memset(c, 0, sizeof *c);
     c->strategy = FSDP_SHARD_FULL;
-    c->reshard_after_forward = 1;
+    c->reshard_after_forward = FSDP_CFG_DEFAULT_RESHARD;
     c->prefetch = 0;
-    c->sync_bn = 1;
+    c->sync_bn = FSDP_CFG_DEFAULT_SYNC_BN;
 }
 
 void fsdp_cfg_free(fsdp_cfg *c)

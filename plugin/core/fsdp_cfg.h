@@ -5,6 +5,10 @@
 
 #include "fsdp.h"
 
+/* The defaults fsdp_cfg_init applies and -fsdp-help prints. */
+#define FSDP_CFG_DEFAULT_RESHARD 1
+#define FSDP_CFG_DEFAULT_SYNC_BN 1
+
 typedef enum { FSDP_SHARD_FULL = 0, FSDP_SHARD_GRAD_OP, FSDP_SHARD_NONE } fsdp_strategy;
 
 const char *fsdp_strategy_str(fsdp_strategy s);
@@ -52,6 +56,7 @@ typedef struct fsdp_cfg_key {
     const char *name;
     fsdp_key_where where;
     const char *values;   /* for help: "0|1", "N", ... */
+    const char *dflt;     /* what holds where the cfg leaves the key out */
     const char *help;     /* where the key stands in both: what it means in a layer, then in [net] */
 } fsdp_cfg_key;
 extern const fsdp_cfg_key fsdp_cfg_keys[];

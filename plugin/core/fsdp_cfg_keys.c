@@ -3,31 +3,36 @@
  * belongs here, with its line of help. */
 #include <string.h>
 #include "fsdp_cfg.h"
+#include "fsdp_groups.h"
 
 const fsdp_cfg_key fsdp_cfg_keys[] = {
-    { "frozen", FSDP_KEY_LAYER, "0|1",
+    { "frozen", FSDP_KEY_LAYER, "0|1", "0",
       "1: the layer's weights never change (no gradient, optimizer state, decay or momentum); it runs as in inference" },
-    { "shard_group", FSDP_KEY_LAYER, "a.b.c",
-      "the layer's group: c nested in b nested in a ([A-Za-z0-9_-]+ joined by dots); default: the root group" },
-    { "shard", FSDP_KEY_NET, "full|grad_op|none",
-      "shard parameters, gradients and optimizer state (full, default), gradients and state (grad_op), or nothing" },
-    { "reshard_after_forward", FSDP_KEY_NET, "1|0",
-      "free a group's gathered parameters after its forward (default 1; the root keeps its own)" },
+    { "shard_group", FSDP_KEY_LAYER, "a.b.c", "the root group",
+      "the layer's group: c nested in b nested in a ([A-Za-z0-9_-]+ joined by dots)" },
+    { "shard", FSDP_KEY_NET, "full|grad_op|none", "full",
+      "shard parameters, gradients and optimizer state (full), gradients and state (grad_op), or nothing" },
+    { "reshard_after_forward", FSDP_KEY_NET, "1|0", FSDP_STR(FSDP_CFG_DEFAULT_RESHARD),
+      "free a group's gathered parameters after its forward (the root keeps its own)" },
     { "shard_prefetch", FSDP_KEY_NET, "0|1",
-      "gather the next group while this one computes (default 0)" },
-    { "shard_node_shared", FSDP_KEY_NET, "1|0",
-      "shard=full: keep the parameters once per machine in shared memory, so gathering moves nothing (default 1 where every "
-      "rank shares one machine; on several machines 1 is hybrid sharding, default 0)" },
-    { "shard_wire", FSDP_KEY_NET, "fp32|bf16|int8",
-      "how parameters and gradient sums cross between machines: fp32 (default, exact), bf16, or int8 in blocks of 256 "
+      "1 where the exchanges go machine to machine (ranks on several machines, as many on each, FSDP_SHM not 0); 0 "
+      "otherwise",
+      "gather the next group while this one computes" },
+    { "shard_node_shared", FSDP_KEY_NET, "1|0", "1 where every rank shares one machine; 0 on several",
+      "shard=full: keep the parameters once per machine in shared memory, so gathering moves nothing; on several "
+      "machines 1 is hybrid sharding" },
+    { "shard_wire", FSDP_KEY_NET, "fp32|bf16|int8", "fp32",
+      "how parameters and gradient sums cross between machines: fp32 (exact), bf16, or int8 in blocks of 256 "
       "with an fp32 scale each; the optimizer's part and state stay fp32, and nothing changes within a machine" },
     { "shard_auto_group", FSDP_KEY_NET, "N",
-      "put ungrouped layers into groups auto0, auto1, ... of at least N parameters; 0: none (default: where the cfg names no group, a 16th of the model, at least 1000000)" },
-    { "sync_bn", FSDP_KEY_NET, "1|0",
-      "trainable batch norm normalises with the global batch's statistics (default 1); 0: each rank's own" },
-    { "recompute", FSDP_KEY_BOTH, "0|1",
+      "where the cfg names no shard_group: a " FSDP_STR(FSDP_DEFAULT_GROUPS) "th of the model, at least "
+      FSDP_STR(FSDP_DEFAULT_GROUP_MIN) "; else 0",
+      "put ungrouped layers into groups auto0, auto1, ... of at least N parameters; 0: none" },
+    { "sync_bn", FSDP_KEY_NET, "1|0", FSDP_STR(FSDP_CFG_DEFAULT_SYNC_BN),
+      "1: trainable batch norm normalises with the global batch's statistics; 0: each rank's own" },
+    { "recompute", FSDP_KEY_BOTH, "0|1", "0",
       "1: the layer's group keeps only its output between forward and backward and runs its forward again "
-      "before its backward (activation checkpointing; default 0); in [net], every group that can" },
+      "before its backward (activation checkpointing); in [net], every group that can" },
 };
 const int fsdp_ncfg_keys = (int)(sizeof fsdp_cfg_keys / sizeof fsdp_cfg_keys[0]);
 

@@ -3,11 +3,11 @@
 #include "fsdp_acts.h"
 #include "fsdp_deltas.h"
 #include "fsdp_layers.h"
+#include "fsdp_env.h"
 
 int fsdp_acts_wanted(void)
 {
-    const char *v = getenv("FSDP_ACTS");
-    return !v || strcmp(v, "0") != 0;
+    return fsdp_env_switch("FSDP_ACTS");
 }
 
 /* ---- a layer's activation arrays, host or device ------------------------ */

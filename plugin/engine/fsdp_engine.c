@@ -268,7 +268,8 @@ const char *fsdp_engine_node_shared_unfit(const fsdp_engine *e)
            : NULL;
 }
 
-/* Whether shard_node_shared=1 is in effect where it fits: as the cfg says,
+/* Whether shard_node_shared=1 is in effect where it fits (the default
+ * fsdp_cfg_keys.c prints: keep the two alike): as the cfg says,
  * or, where it leaves the key out, when every rank shares one machine (the
  * same bytes as the copying path, faster).  On several machines it is
  * hybrid sharding, whose sums go machine by machine: asked for only. */
@@ -331,7 +332,8 @@ static fsdp_status share_node(fsdp_engine *e)
 
 /* shard_prefetch as the cfg says; unsaid, on where the exchanges cross
  * between machines (hierarchical), so that the link carries the next
- * group's parts while this one computes. */
+ * group's parts while this one computes (the default fsdp_cfg_keys.c
+ * prints: keep the two alike). */
 static int prefetch_wanted(const fsdp_engine *e)
 {
     return e->cfg.prefetch_set ? e->cfg.prefetch : e->coll->hierarchical;

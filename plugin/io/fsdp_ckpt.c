@@ -8,6 +8,7 @@
 #include "fsdp_ckpt.h"
 #include "fsdp_fs.h"
 #include "fsdp_hash.h"
+#include "fsdp_env.h"
 
 #define CKPT_MAGIC "FSDPCKP3"
 #define CKPT_MAGIC_V2 "FSDPCKP2"   /* before checksums and run identity: refused by name */
@@ -401,8 +402,7 @@ int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *s
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = fd < 0 ? -1 : 0;
     /* FSDP_CHECKPOINT_SLOW_MS: a slow disk, for the tests that stop a
      * writer mid-file (a pause after each 4 KiB). */
-    const char *slow = getenv("FSDP_CHECKPOINT_SLOW_MS");
-    long pause_ms = slow ? atol(slow) : 0;
+    long pause_ms = fsdp_env_long("FSDP_CHECKPOINT_SLOW_MS");
     size_t chunk = pause_ms > 0 ? 4096 : (1u << 24);
     for (size_t at = 0; rc == 0 && at < bytes;) {
         if (pause_ms > 0 && at) usleep((useconds_t)pause_ms * 1000);

@@ -9,6 +9,7 @@
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
 #include "fsdp_manifest.h"
+#include "fsdp_env.h"
 
 typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
@@ -73,8 +74,7 @@ fsdp_status fsdp_clock_create(fsdp_engine *e, const network *net, const fsdp_clo
     c->snap_bytes = fsdp_ckpt_self_bytes(e, net);
     /* The machine's ranks each hold one: at most half of what is free. */
     size_t avail = available_bytes(), all = c->snap_bytes * (size_t)(o->local_ranks > 0 ? o->local_ranks : 1);
-    const char *fg = getenv("FSDP_CHECKPOINT_FOREGROUND");
-    if (fg && !strcmp(fg, "1")) {
+    if (fsdp_env_switch("FSDP_CHECKPOINT_FOREGROUND")) {
         c->foreground = 1;
         snprintf(c->why, sizeof c->why, "FSDP_CHECKPOINT_FOREGROUND=1");
     } else if (!c->snap_bytes || (avail && all > avail / 2) || !(c->snap = malloc(c->snap_bytes))) {

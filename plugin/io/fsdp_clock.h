@@ -21,6 +21,9 @@
 
 #include "fsdp_engine.h"
 
+/* -fsdp-checkpoint-keep's default. */
+#define FSDP_CLOCK_DEFAULT_KEEP 2
+
 typedef struct fsdp_clock fsdp_clock;
 
 typedef struct fsdp_clock_opts {

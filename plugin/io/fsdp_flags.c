@@ -2,25 +2,41 @@
 #include <stddef.h>
 #include <string.h>
 #include "fsdp_cfg.h"
+#include "fsdp_clock.h"
+#include "fsdp_watch.h"
 #include "fsdp_flags.h"
 
 #define VALUE(field) offsetof(fsdp_flags, field)
 
 const fsdp_flag fsdp_flag_table[] = {
-    { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", VALUE(stats), NULL, 0 },
-    { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", VALUE(log), NULL, 0 },
-    { "-fsdp-log-events", NULL, "with -fsdp-log: each line also lists when the step's gathers, reduces, optimizer steps and exchanges between machines ran", VALUE(log_events), NULL, 0 },
-    { "-fsdp-backend", "mpi|mpi-staged|nccl", "host runs: mpi; GPU runs: nccl (default, one GPU per rank) or mpi-staged (MPI through host memory)", VALUE(backend), NULL, 0 },
-    { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (default 600, 0: never)", VALUE(timeout), NULL, 0 },
-    { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint), NULL, 0 },
-    { "-fsdp-checkpoint-every", "MINUTES", "also write a checkpoint at the first step after each MINUTES (in the background) into BACKUP/NAME.fsdp", VALUE(every), NULL, 0 },
-    { "-fsdp-checkpoint-keep", "K", "with -fsdp-checkpoint-every: keep the newest K complete ones (default 2)", VALUE(keep), NULL, 0 },
-    { "-fsdp-resume", NULL, "load the shard checkpoints beside the weights file given; auto: the newest complete one of -fsdp-checkpoint-every, or start afresh", VALUE(resume), "auto", VALUE(resume_auto) },
-    { "-fsdp-keep-batch", NULL, "resuming on another number of ranks: keep the checkpoint's global batch (more subdivisions per rank)", VALUE(keep_batch), NULL, 0 },
-    { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan), NULL, 0 },
-    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget), NULL, 0 },
-    { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire; probe, under mpirun: the ranks' own machines and link, measured", VALUE(link), NULL, 0 },
-    { "-fsdp-help", NULL, "print this help and exit", VALUE(help), NULL, 0 },
+    { "-fsdp-stats", "FILE", "rank 0 writes a JSON summary at exit: groups, bytes moved, memory", NULL, VALUE(stats), NULL, 0 },
+    { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", NULL,
+      VALUE(log), NULL, 0 },
+    { "-fsdp-log-events", NULL, "with -fsdp-log: each line also lists when the step's gathers, reduces, optimizer steps "
+      "and exchanges between machines ran", NULL, VALUE(log_events), NULL, 0 },
+    { "-fsdp-backend", "mpi|mpi-staged|nccl", "the collectives: mpi on the host; on a GPU nccl (one GPU per rank) or "
+      "mpi-staged (MPI through host memory)", "mpi on the host, nccl on a GPU", VALUE(backend), NULL, 0 },
+    { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (0: never)",
+      FSDP_STR(FSDP_WATCH_DEFAULT_S), VALUE(timeout), NULL, 0 },
+    { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", NULL,
+      VALUE(checkpoint), NULL, 0 },
+    { "-fsdp-checkpoint-every", "MINUTES", "also write a checkpoint at the first step after each MINUTES (in the "
+      "background) into BACKUP/NAME.fsdp", NULL, VALUE(every), NULL, 0 },
+    { "-fsdp-checkpoint-keep", "K", "with -fsdp-checkpoint-every: keep the newest K complete ones",
+      FSDP_STR(FSDP_CLOCK_DEFAULT_KEEP), VALUE(keep), NULL, 0 },
+    { "-fsdp-resume", NULL, "load the shard checkpoints beside the weights file given; auto: the newest complete one of "
+      "-fsdp-checkpoint-every, or start afresh", NULL, VALUE(resume), "auto", VALUE(resume_auto) },
+    { "-fsdp-keep-batch", NULL, "resuming on another number of ranks: keep the checkpoint's global batch (more "
+      "subdivisions per rank)", NULL, VALUE(keep_batch), NULL, 0 },
+    { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, "
+      "and exit", NULL, VALUE(plan), NULL, 0 },
+    { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, without and with recompute=1, "
+      "the fewest subdivisions whose predicted peak per rank fits MB", NULL, VALUE(budget), NULL, 0 },
+    { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a "
+      "link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire; probe, under mpirun: the ranks' own "
+      "machines and link, measured", NULL, VALUE(link), NULL, 0 },
+    { "-fsdp-help", NULL, "print this help and exit; md: the reference in markdown (tools/reference writes the docs "
+      "from it)", NULL, VALUE(help), "md", VALUE(help_md) },
 };
 const int fsdp_nflags = (int)(sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]);
 
@@ -100,35 +116,4 @@ fsdp_status fsdp_flags_take(int *argc, char **argv, fsdp_flags *out)
         argv[*argc] = NULL;
     }
     return FSDP_OK;
-}
-
-static void print_keys(FILE *f, fsdp_key_where where)
-{
-    for (int i = 0; i < fsdp_ncfg_keys; ++i) {
-        const fsdp_cfg_key *k = &fsdp_cfg_keys[i];
-        if (!(k->where & where)) continue;
-        char head[64];
-        snprintf(head, sizeof head, "%s=%s", k->name, k->values);
-        fprintf(f, "  %-32s %s\n", head, k->help);
-    }
-}
-
-void fsdp_help_print(FILE *f)
-{
-    fputs("darknet-fsdp (libdarknet_fsdp.so): fully sharded data parallel training.\n"
-          "  mpirun -np N darknet -plugin libdarknet_fsdp.so [flags] classifier train DATA CFG [WEIGHTS]\n"
-          "The cfg's batch is per rank (global batch = batch x N).  docs/DESIGN.md has the details.\n"
-          "\nFlags (anywhere on the command line):\n", f);
-    for (int i = 0; i < fsdp_nflags; ++i) {
-        const fsdp_flag *fl = &fsdp_flag_table[i];
-        char head[64];
-        if (fl->word) snprintf(head, sizeof head, "%s [%s]", fl->name, fl->word);
-        else snprintf(head, sizeof head, "%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
-        fprintf(f, "  %-32s %s\n", head, fl->help);
-    }
-    fputs("\ncfg keys, per layer:\n", f);
-    print_keys(f, FSDP_KEY_LAYER);
-    fputs("\ncfg keys, in [net]:\n", f);
-    print_keys(f, FSDP_KEY_NET);
-    fputs("\nEnvironment: FSDP_ALL_RANKS_PRINT=1 lets every rank print Darknet's output, not only rank 0.\n", f);
 }

@@ -24,12 +24,14 @@ typedef struct fsdp_flags {
     int resume_auto;       /* -fsdp-resume auto */
     int keep_batch;        /* -fsdp-keep-batch */
     int help;              /* -fsdp-help */
+    int help_md;           /* -fsdp-help md */
 } fsdp_flags;
 
 typedef struct fsdp_flag {
     const char *name;      /* "-fsdp-stats" */
     const char *arg;       /* the value's name in help ("FILE"); NULL for a switch */
     const char *help;      /* one line */
+    const char *dflt;      /* what holds where the flag is not given; NULL: nothing happens */
     size_t offset;         /* in fsdp_flags: a const char * with arg, an int without */
     const char *word;      /* a switch's one optional value ("auto"), which sets the int at word_offset */
     size_t word_offset;
@@ -42,7 +44,13 @@ extern const int fsdp_nflags;
  * a missing value or a flag given twice is an error naming it. */
 fsdp_status fsdp_flags_take(int *argc, char **argv, fsdp_flags *out);
 
-/* The flags and the cfg keys, one line each (-fsdp-help, `darknet help`). */
+/* The flags, the cfg keys and the plugin's environment, one line each
+ * (-fsdp-help, `darknet help`; fsdp_help.c). */
 void fsdp_help_print(FILE *f);
+
+/* The same tables, and the whole environment table, as the markdown of the
+ * reference pages (-fsdp-help md): sections that start with a line
+ * "<!-- reference: NAME -->" (flags, keys-layer, keys-net, env). */
+void fsdp_help_markdown(FILE *f);
 
 #endif

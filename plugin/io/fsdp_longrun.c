@@ -8,7 +8,7 @@
 static fsdp_status parse_values(fsdp_longrun *lr, const fsdp_flags *f)
 {
     char *end = NULL;
-    lr->keep = 2;
+    lr->keep = FSDP_CLOCK_DEFAULT_KEEP;
     if (f->every) {
         double m = strtod(f->every, &end);
         if (end == f->every || *end || !(m > 0) || m > 1e6)

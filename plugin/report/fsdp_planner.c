@@ -6,6 +6,7 @@
 #include "fsdp_memplan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
+#include "fsdp_env.h"
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
@@ -164,7 +165,8 @@ static int sets_key(const char *line, const char *keys)
 /* A copy of cfg in a temporary file with `keys` in [net] in place of its own. */
 static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/fsdp-plan-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    const char *tmp = fsdp_env("TMPDIR");
+    snprintf(path, cap, "%s/fsdp-plan-XXXXXX", tmp ? tmp : "/tmp");
     int fd = mkstemp(path);
     FILE *in = fopen(cfg, "r"), *out = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!in || !out) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include "fsdp_acts.h"
 #include "fsdp_commands.h"
+#include "fsdp_env.h"
 #include "fsdp_launch.h"
 #include "fsdp_quiet.h"
 #include "fsdp_session_impl.h"
@@ -117,7 +118,7 @@ fsdp_status fsdp_session_create(const fsdp_flags *flags, fsdp_status parsed, int
     if (s != FSDP_OK) return refuse(ses, ctl, s);
     ses->backend_flag = flags->backend;
     /* Only rank 0 prints Darknet's progress; errors still go to stderr. */
-    if (ctl->rank != 0 && !getenv("FSDP_ALL_RANKS_PRINT") && !freopen("/dev/null", "w", stdout)) return FSDP_ERR_IO;
+    if (ctl->rank != 0 && !fsdp_env_switch("FSDP_ALL_RANKS_PRINT") && !freopen("/dev/null", "w", stdout)) return FSDP_ERR_IO;
     fsdp_quiet_begin(ctl->rank);
     *out = ses;
     return FSDP_OK;
