@@ -23,6 +23,7 @@
 #include "fsdp_flags.h"
 #include "fsdp_frozen.h"
 #include "fsdp_recompute.h"
+#include "fsdp_ring.h"
 #include "fsdp_hash.h"
 #include "fsdp_hosts.h"
 #include "fsdp_log.h"
@@ -363,6 +364,7 @@ static void h_finish(void *c, int status)
     if (P.mpi_started) MPI_Finalize();
     fsdp_watch_leave();
     fsdp_watch_stop();
+    fsdp_ring_close(status != 0 || s != FSDP_OK);   /* a run that ended well leaves no ring */
     if (s != FSDP_OK) exit(1);
 }
 
@@ -748,6 +750,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && (flags.every || flags.resume_auto) && !(P.run.backup = fsdp_resume_backup(*argc, argv)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
+    if (s == FSDP_OK && ctl->world > 1) s = fsdp_ring_open(flags.stats, ctl->rank, ctl->world);   /* flight recorder */
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
     if (s == FSDP_OK && ctl->rank == 0 && flags.log_events) s = fsdp_engine_log_events(P.engine, 4096);
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# test_observe.sh PART: seeing inside a run (docs/observe.md).
+#   hang       one rank of 4 stopped (SIGSTOP) while training: the summary
+#              line names it, the collective, group and step it was last
+#              in, and the collective the others wait in; every rank's ring
+#              (-fsdp-stats FILE.ring.R) is there and whole; a run that
+#              ends well leaves no ring
+. "$(dirname "$0")/lib.sh"
+part=$1
+D=$WORK/data
+
+# long_cfg OUT: tiny.cfg with a step count no test reaches.
+long_cfg() { sed "s/^max_batches=.*/max_batches=100000/" "$S/cfg/tests/tiny.cfg" > "$1"; }
+
+# ring_pid FILE: the process a ring belongs to (its header).
+ring_pid() { awk 'NR == 1 { for (i = 1; i < NF; ++i) if ($i == "pid") print $(i + 1); exit }' "$1"; }
+
+case $part in
+hang)
+  make_data "$D" --classes 3 --per-class 8
+  long_cfg "$WORK/long.cfg"
+  stats=$WORK/run.json
+  (cd "$D" && exec "${MPIRUN[@]}" -np 4 "$DN" -plugin "$PLUGIN" classifier train data.data "$WORK/long.cfg" \
+     -fsdp-stats "$stats" -fsdp-timeout 10 > "$WORK/hang.log" 2> "$WORK/hang.err") &
+  job=$!
+  # Once rank 3 has trained a few steps: its ring has entries of step 3.
+  for _ in $(seq 600); do
+    grep -q "training step 4" "$stats.ring.3" 2>/dev/null && break
+    sleep 0.1
+  done
+  pid=$(ring_pid "$stats.ring.3")
+  kill -STOP "$pid"
+  rc=0
+  timeout 120 tail --pid="$job" -f /dev/null || rc=$?
+  wait "$job" || true
+  kill -CONT "$pid" 2>/dev/null || true
+  kill -9 "$pid" 2>/dev/null || true
+  check "the job ended within 120 s of rank 3's stop" [ "$rc" = 0 ]
+  line=$(grep "^fsdp: hang: " "$WORK/hang.err" || true)
+  echo "$line"
+  check "one summary line" [ "$(grep -c "^fsdp: hang: " "$WORK/hang.err")" = 1 ]
+  check "it names rank 3 first, with its host and no sign of life" \
+    grep -qE "^fsdp: hang: rank 3 \\(host [^)]+\\) is .* with no sign of life for [0-9]+ s" <<< "$line"
+  # Rank 3's last collective and the others', as their rings hold them.
+  last3=$(grep -v '^fsdp-ring' "$stats.ring.3" | grep '|' | sort -n | tail -n 1)
+  what3=$(cut -d'|' -f2 <<< "$last3" | sed 's/ *$//'); where3=$(cut -d'|' -f7 <<< "$last3" | sed 's/ *$//')
+  last0=$(grep -v '^fsdp-ring' "$stats.ring.0" | grep '|' | sort -n | tail -n 1)
+  what0=$(cut -d'|' -f2 <<< "$last0" | sed 's/ *$//'); where0=$(cut -d'|' -f7 <<< "$last0" | sed 's/ *$//')
+  check "rank 0's last collective is open (it waits)" grep -q '| *- *|open' <<< "$last0"
+  check "rank 3's collective, group and step are named: $what3 $where3" grep -qF "rank 3 (host" <<< "$line"
+  check "... as its ring has them" grep -qF "$what3 $where3" <<< "$line"
+  check "the others wait in theirs: ranks 0-2 wait in $what0 $where0" \
+    grep -qF "ranks 0-2 wait in $what0 $where0 since" <<< "$line"
+  check "the step is named" grep -qE "training step [0-9]+" <<< "$where3"
+  check "the summary is also in $stats.hang" grep -qF "$line" "$stats.hang"
+  for r in 0 1 2 3; do
+    check "rank $r's ring: $(stat -c %s "$stats.ring.$r") bytes, at most 64 KB" [ "$(stat -c %s "$stats.ring.$r")" -le 65536 ]
+  done
+  # A run that ends well removes its rings.
+  sed "s/^max_batches=.*/max_batches=3/" "$S/cfg/tests/tiny.cfg" > "$WORK/short.cfg"
+  train_np "$WORK/ok.w" 4 "$D/data.data" "$WORK/short.cfg" -fsdp-stats "$WORK/ok.json"
+  check "a run that ended well leaves no ring" [ -z "$(ls "$WORK"/ok.json.ring.* 2>/dev/null)" ]
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+finish
