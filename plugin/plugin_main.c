@@ -28,6 +28,7 @@
 #include "fsdp_hosts.h"
 #include "fsdp_log.h"
 #include "fsdp_memplan.h"
+#include "fsdp_observe.h"
 #include "fsdp_linkplan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
@@ -53,6 +54,7 @@ static struct plugin {
     int mpi_started;
     const char *backend_flag;      /* -fsdp-backend, NULL: the default */
     fsdp_log log;                  /* rank 0: -fsdp-log and the progress lines */
+    fsdp_observe observe;          /* -fsdp-trace and the stragglers */
     dn_hooks *hooks;               /* Darknet's, to drop bn_sync under sync_bn=0 */
     fsdp_agree agreement;          /* cfg options and weights file, compared across ranks */
     double timeout_s;              /* -fsdp-timeout */
@@ -307,7 +309,7 @@ static fsdp_status write_stats(const fsdp_engine *e)
     if (!P.run.stats_path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || P.run.stats_written) return FSDP_OK;
     P.run.stats_written = 1;
     fsdp_stats_sources src = { e, fsdp_engine_bn(e), &P.hosts, &P.predicted, P.peak_pss,
-                               { P.setup_cpu_s[0], P.setup_cpu_s[1] } };
+                               { P.setup_cpu_s[0], P.setup_cpu_s[1] }, .straggle = &P.observe.straggle };
     return fsdp_write_stats(&src, P.run.stats_path);
 }
 static int h_free(void *c, network *net)
@@ -328,6 +330,7 @@ static void h_finish(void *c, int status)
      * here (every rank is here after a run that ended well). */
     fsdp_status s = status == 0 ? fsdp_clock_finish(P.clock) : FSDP_OK;
     if (s == FSDP_OK && status == 0) s = write_stats(e);
+    if (s == FSDP_OK && status == 0) s = fsdp_observe_finish(&P.observe);
     int runtime = dn_status_of(P.first_error) == DN_ERR_RUNTIME;
     /* After an error the other ranks did not see (Darknet's own, a failed
      * save, a runtime error) they may wait in a collective forever, and so
@@ -348,6 +351,7 @@ static void h_finish(void *c, int status)
     fsdp_clock_free(P.clock);   /* after an error: its writer is waited for, no manifest written */
     P.clock = NULL;
     P.engine = NULL;   /* the watchdog may describe the teardown's collectives */
+    fsdp_observe_free(&P.observe);
     fsdp_engine_free(e);
     fsdp_hosts_free(&P.hosts);
     free(P.run.weights_file);
@@ -490,6 +494,7 @@ static int h_built_shown(void *c, network *net, const char *cfg)
     double t0 = fsdp_tl_clock();
     if (r == DN_OK && ctl->rank == 0) r = to_dn(fsdp_log_start(&P.log, fsdp_engine_bytes_moved(e), t0));
     fsdp_tl_next_step(fsdp_engine_timeline(e), t0);
+    if (r == DN_OK && first) r = to_dn(fsdp_observe_start(&P.observe, net, t0));
     return r;
 }
 
@@ -516,6 +521,7 @@ static int h_step_logged(void *c, network *net, float *loss)
     int r = h_step(c, net, loss);
     if (r == DN_OK && net == fsdp_engine_net(e)) r = to_dn(note_step(e));
     if (r == DN_OK && net == fsdp_engine_net(e) && P.clock) r = to_dn(fsdp_clock_step(P.clock, net));
+    if (r == DN_OK && net == fsdp_engine_net(e)) r = to_dn(fsdp_observe_step(&P.observe, net));
     if (r == DN_OK && net == fsdp_engine_net(e) && fsdp_engine_ctl(e)->rank == 0) {
         fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
         r = to_dn(fsdp_log_step(&P.log, net, *loss, fsdp_engine_bytes_moved(e), fsdp_engine_timeline(e)));
@@ -723,6 +729,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && flags.timeout) s = fsdp_watch_parse(flags.timeout, &P.timeout_s);
     if (s == FSDP_OK && flags.stats) s = writable("-fsdp-stats", flags.stats);
     if (s == FSDP_OK && flags.log) s = writable("-fsdp-log", flags.log);
+    if (s == FSDP_OK && flags.trace) s = writable("-fsdp-trace", flags.trace);
     if (s == FSDP_OK) s = long_run_flags(&flags, *argc, argv);
     fsdp_ctl *ctl = NULL;
     fsdp_status made = make_backend(&ctl, &P.host_coll);
@@ -753,6 +760,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && ctl->world > 1) s = fsdp_ring_open(flags.stats, ctl->rank, ctl->world);   /* flight recorder */
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
     if (s == FSDP_OK && ctl->rank == 0 && flags.log_events) s = fsdp_engine_log_events(P.engine, 4096);
+    if (s == FSDP_OK) s = fsdp_observe_open(&P.observe, &flags, P.engine, &P.log);
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();
     if (s == FSDP_OK && ctl->world > 1) s = fsdp_watch_start(P.timeout_s, ctl->rank, describe_wait, NULL);
     if (s != FSDP_OK) {
@@ -798,6 +806,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->layer_built = h_layer_built;
     h->load_layer = h_load_layer;
     h->bn_sync = ctl->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
+    fsdp_observe_hooks(&P.observe, h);   /* times the layers' compute for -fsdp-trace */
     P.hooks = h;
     return DN_OK;
 }

@@ -5,6 +5,13 @@
 #              in, and the collective the others wait in; every rank's ring
 #              (-fsdp-stats FILE.ring.R) is there and whole; a run that
 #              ends well leaves no ring
+#   trace      -fsdp-trace of 2 simulated machines x 2 ranks (tests/hosts.sh):
+#              tests/check_trace.py (the Trace Event Format, a rank and a
+#              track on every event, tracks that nest or follow, every
+#              rank's steps, hosts, clock error, and rank 0's collective
+#              bytes equal to the stats file's); the log's lines carry each
+#              rank's compute seconds at each window's end, and the stats
+#              file their sums
 . "$(dirname "$0")/lib.sh"
 part=$1
 D=$WORK/data
@@ -60,6 +67,41 @@ hang)
   sed "s/^max_batches=.*/max_batches=3/" "$S/cfg/tests/tiny.cfg" > "$WORK/short.cfg"
   train_np "$WORK/ok.w" 4 "$D/data.data" "$WORK/short.cfg" -fsdp-stats "$WORK/ok.json"
   check "a run that ended well leaves no ring" [ -z "$(ls "$WORK"/ok.json.ring.* 2>/dev/null)" ]
+  ;;
+trace)
+  . "$S/tests/twohosts.sh"
+  twohosts_up observe
+  make_data "$D" --classes 3 --per-class 16
+  sed "s/^max_batches=.*/max_batches=6/" "$S/cfg/tests/tiny.cfg" > "$WORK/six.cfg"
+  (cd "$D" && on_a "${TH_MPIRUN[@]}" -np 4 --map-by node "$DN" -plugin "$PLUGIN" classifier train data.data \
+     "$WORK/six.cfg" -fsdp-trace "$WORK/trace.json" -fsdp-stats "$WORK/stats.json" -fsdp-log "$WORK/log.json" \
+     -fsdp-straggler-window 3 > "$WORK/trace.log" 2> "$WORK/trace.err") \
+    || { echo "mpirun failed:"; tail -n 30 "$WORK/trace.err"; exit 1; }
+  check "rank 0 says where the trace is" grep -q "^fsdp: trace of steps 1-6 on 4 ranks written to $WORK/trace.json" \
+    "$WORK/trace.err"
+  if python3 "$S/tests/check_trace.py" "$WORK/trace.json" --world 4 --steps 6 --stats "$WORK/stats.json" \
+       --hosts fsdp-host-0,fsdp-host-1,fsdp-host-0,fsdp-host-1 > "$WORK/check.out"; then
+    pass "tests/check_trace.py"
+  else
+    fail "tests/check_trace.py"
+  fi
+  cat "$WORK/check.out"
+  check "the lines of steps 3 and 6 carry 4 ranks' compute seconds of 3 steps" python3 - "$WORK/log.json" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+carry = [l["step"] for l in lines if "compute_s" in l]
+ok = carry == [3, 6] and all(len(l["compute_s"]) == 4 and all(len(r) == 3 and min(r) > 0 for r in l["compute_s"])
+                             for l in lines if "compute_s" in l)
+sys.exit(0 if ok else 1)
+PY
+  check "the stats file's compute seconds are the lines' sums" python3 - "$WORK/log.json" "$WORK/stats.json" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+stats = json.load(open(sys.argv[2]))
+sums = [sum(sum(l["compute_s"][r]) for l in lines if "compute_s" in l) for r in range(4)]
+ok = stats["compute_steps"] == 6 and all(abs(a - b) < 1e-5 for a, b in zip(sums, stats["compute_s"]))
+sys.exit(0 if ok else 1)
+PY
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -31,6 +31,11 @@ static int stopping;
  * seconds spent in watched calls so far (fsdp_watch_seconds). */
 static int ring_slot = -1;
 static double inside_s;
+static const char *call_what;
+static const void *call_buf;
+static uint64_t call_bytes;
+static fsdp_watch_observer_fn observer;
+static void *observer_ctx;
 
 static double clock_s(void)
 {
@@ -57,6 +62,9 @@ static void enter_bytes(const char *what, const void *buf, uint64_t bytes)
     char where[96] = "";
     if (describe && fsdp_ring_on()) describe(describe_ctx, buf, where, sizeof where);
     ring_slot = fsdp_ring_begin(what, bytes, where);
+    call_what = what;
+    call_buf = buf;
+    call_bytes = bytes;
     atomic_store(&now.buf, buf);
     atomic_store(&now.since, clock_s());
     atomic_store(&now.what, what);
@@ -65,7 +73,9 @@ static void enter_bytes(const char *what, const void *buf, uint64_t bytes)
 static void leave_status(fsdp_status s)
 {
     atomic_store(&now.what, NULL);
-    inside_s += clock_s() - atomic_load(&now.since);
+    double t0 = atomic_load(&now.since), t1 = clock_s();
+    inside_s += t1 - t0;
+    if (observer) observer(observer_ctx, call_what, call_buf, call_bytes, t0, t1);
     fsdp_ring_end(ring_slot, s == FSDP_OK);
     ring_slot = -1;
 }
@@ -73,6 +83,11 @@ static void leave_status(fsdp_status s)
 void fsdp_watch_enter(const char *what, const void *buf) { enter_bytes(what, buf, 0); }
 void fsdp_watch_leave(void) { leave_status(FSDP_OK); }
 double fsdp_watch_seconds(void) { return inside_s; }
+void fsdp_watch_observe(fsdp_watch_observer_fn fn, void *ctx)
+{
+    observer = fn;
+    observer_ctx = ctx;
+}
 
 static void expire(const char *what, double waited)
 {

@@ -40,6 +40,12 @@ void fsdp_watch_leave(void);
 /* The seconds the calling (main) thread has spent in watched calls so far:
  * what a step waited for other ranks and moved (fsdp_straggle.h). */
 double fsdp_watch_seconds(void);
+/* Each watched call as it returns (main thread): what, its buffer, its
+ * bytes (a full buffer's for all-gathers and reduce-scatters, 0 for a
+ * wait), and when (fsdp_tl_clock's seconds).  One observer; NULL: none. */
+typedef void (*fsdp_watch_observer_fn)(void *ctx, const char *what, const void *buf, uint64_t bytes, double t0,
+                                       double t1);
+void fsdp_watch_observe(fsdp_watch_observer_fn fn, void *ctx);
 /* *ctl and *coll (either may be NULL) become host control and buffer
  * collectives whose every call is watched; each owns the one it replaces
  * (freed with it) and takes its name, rank, world (and memory kind and

@@ -23,6 +23,9 @@ typedef struct fsdp_flags {
     int resume;            /* -fsdp-resume */
     int resume_auto;       /* -fsdp-resume auto */
     int keep_batch;        /* -fsdp-keep-batch */
+    const char *trace;     /* -fsdp-trace FILE (fsdp_trace.h) */
+    const char *trace_steps;   /* -fsdp-trace-steps FIRST-LAST */
+    const char *straggler_window;   /* -fsdp-straggler-window STEPS (fsdp_straggle.h) */
     int help;              /* -fsdp-help */
 } fsdp_flags;
 

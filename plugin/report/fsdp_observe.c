@@ -1,0 +1,152 @@
+/* The trace and the stragglers, fed (fsdp_observe.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "fsdp_observe.h"
+#include "fsdp_timeline.h"
+#include "fsdp_watch.h"
+
+/* The hooks and the watchdog's observer get no context of their own. */
+static fsdp_observe *active;
+
+static void on_collective(void *ctx, const char *what, const void *buf, uint64_t bytes, double t0, double t1)
+{
+    fsdp_trace_add(ctx, what, FSDP_TRACK_COLL, -1, t0, t1, bytes, 0);
+}
+
+static fsdp_status parse_window(const char *text, int *window)
+{
+    char *end = NULL;
+    long w = text ? strtol(text, &end, 10) : FSDP_STRAGGLE_WINDOW;
+    if (text && (end == text || *end || w < 1 || w > 100000))
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-straggler-window %s: expected a whole number of steps, 1 to "
+                         "100000", text);
+    *window = (int)w;
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_observe_open(fsdp_observe *o, const fsdp_flags *f, fsdp_engine *e, fsdp_log *log)
+{
+    memset(o, 0, sizeof *o);
+    o->e = e;
+    fsdp_ctl *ctl = fsdp_engine_ctl(e);
+    int window = FSDP_STRAGGLE_WINDOW, first = 1, last = 20;
+    fsdp_status s = parse_window(f->straggler_window, &window);
+    if (s == FSDP_OK && f->trace_steps && !f->trace)
+        s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-trace-steps %s: it chooses the steps of -fsdp-trace; give "
+                      "-fsdp-trace FILE too", f->trace_steps);
+    if (s == FSDP_OK && f->trace_steps) s = fsdp_trace_parse_steps(f->trace_steps, &first, &last);
+    FSDP_TRY(fsdp_ctl_all_ok(ctl, s, FSDP_ERR_CONFIG, "refused its -fsdp-trace or -fsdp-straggler-window"));
+    o->on = 1;
+    active = o;
+    FSDP_TRY(fsdp_straggle_open(&o->straggle, ctl, window));
+    log->straggle = &o->straggle;
+    if (!f->trace) return FSDP_OK;
+    FSDP_TRY(fsdp_trace_open(&o->trace, f->trace, first, last, ctl));
+    if (!fsdp_engine_timeline(e)->on) FSDP_TRY(fsdp_engine_log_events(e, 4096));
+    fsdp_watch_observe(on_collective, &o->trace);
+    return FSDP_OK;
+}
+
+/* A layer's compute is what runs between the engine's work before it
+ * (gathers) and after it (reduces): the hooks' originals run outside. */
+static int timed(int (*hook)(void *, network *, int, dn_when), const char *name, void *c, network *net, int i,
+                 dn_when w)
+{
+    fsdp_observe *o = active;
+    int mine = o && fsdp_trace_recording(&o->trace) && net == fsdp_engine_net(o->e) && i >= 0 && i < o->nlayers;
+    if (mine && w == DN_AFTER) fsdp_trace_add(&o->trace, name, FSDP_TRACK_COMPUTE, i, o->layer_t0[i], fsdp_tl_clock(), 0, 0);
+    int r = hook(c, net, i, w);
+    if (mine && w == DN_BEFORE) o->layer_t0[i] = fsdp_tl_clock();
+    return r;
+}
+static int timed_forward(void *c, network *net, int i, dn_when w)
+{
+    return timed(active->forward_layer, "forward", c, net, i, w);
+}
+static int timed_backward(void *c, network *net, int i, dn_when w)
+{
+    return timed(active->backward_layer, "backward", c, net, i, w);
+}
+
+/* The next step's compute starts once the plugin's own work after this
+ * one (the log's line, the stats, checkpoints) is done. */
+static int marked_step(void *c, network *net, float *loss)
+{
+    int r = active->train_step(c, net, loss);
+    if (net == fsdp_engine_net(active->e)) fsdp_straggle_start(&active->straggle, fsdp_tl_clock());
+    return r;
+}
+
+void fsdp_observe_hooks(fsdp_observe *o, dn_hooks *h)
+{
+    if (!o->on) return;
+    o->train_step = h->train_step;
+    h->train_step = marked_step;
+    if (!o->trace.on) return;
+    o->forward_layer = h->forward_layer;
+    o->backward_layer = h->backward_layer;
+    h->forward_layer = timed_forward;
+    h->backward_layer = timed_backward;
+}
+
+fsdp_status fsdp_observe_start(fsdp_observe *o, const network *net, double t)
+{
+    if (!o->on) return FSDP_OK;
+    fsdp_straggle_start(&o->straggle, t);
+    o->trace.step = (int)get_current_batch((network *)net) + 1;
+    if (!o->trace.on || o->layer_t0) return FSDP_OK;
+    o->nlayers = net->n;
+    o->layer_t0 = calloc((size_t)net->n, sizeof *o->layer_t0);
+    return o->layer_t0 ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+}
+
+static const char *group_name(const void *ctx, int g)
+{
+    const fsdp_layout_plan *l = fsdp_engine_layout(ctx);
+    return l && g >= 0 && g < l->ngroups ? l->groups[g].name : "?";
+}
+
+/* The step's ended events of the time line, and the memory at its end;
+ * the time line's next step starts (rank 0's log starts it there). */
+static void trace_step(fsdp_observe *o, double t)
+{
+    fsdp_timeline *tl = fsdp_engine_timeline(o->e);
+    for (int k = 0; k < tl->n; ++k) {
+        const fsdp_tl_event *v = &tl->ev[k];
+        if (v->t1 >= 0)
+            fsdp_trace_add(&o->trace, v->what, FSDP_TRACK_PLAN, v->group, tl->t_step + v->t0, tl->t_step + v->t1,
+                           v->wire_out, v->wire_in);
+    }
+    fsdp_trace_add(&o->trace, "resident memory", FSDP_TRACK_MEMORY, -1, t, t, fsdp_rss_bytes(), 0);
+    if (o->trace.rank != 0) fsdp_tl_next_step(tl, t);
+}
+
+fsdp_status fsdp_observe_step(fsdp_observe *o, const network *net)
+{
+    if (!o->on) return FSDP_OK;
+    double t = fsdp_tl_clock();
+    size_t step = get_current_batch((network *)net);
+    FSDP_TRY(fsdp_straggle_step(&o->straggle, fsdp_engine_ctl(o->e), step, t));
+    if (!o->trace.on) return FSDP_OK;
+    trace_step(o, t);
+    o->trace.step = (int)step + 1;
+    if ((int)step < o->trace.last) return FSDP_OK;
+    return fsdp_trace_write(&o->trace, fsdp_engine_ctl(o->e), group_name, o->e, o->straggle.host);
+}
+
+fsdp_status fsdp_observe_finish(fsdp_observe *o)
+{
+    if (!o->on || !o->trace.on) return FSDP_OK;
+    return fsdp_trace_write(&o->trace, fsdp_engine_ctl(o->e), group_name, o->e, o->straggle.host);
+}
+
+void fsdp_observe_free(fsdp_observe *o)
+{
+    if (o->trace.on) fsdp_watch_observe(NULL, NULL);
+    fsdp_straggle_free(&o->straggle);
+    fsdp_trace_free(&o->trace);
+    free(o->layer_t0);
+    if (active == o) active = NULL;
+    memset(o, 0, sizeof *o);
+}
