@@ -5,6 +5,11 @@
 #              in, and the collective the others wait in; every rank's ring
 #              (-fsdp-stats FILE.ring.R) is there and whole; a run that
 #              ends well leaves no ring
+#   straggler  4 ranks, rank 3 alone on one core and ranks 0-2 on the other:
+#              no rank named over the first windows; then a CPU hog bound to
+#              rank 3's core (busy 85% of the time at the highest priority),
+#              and rank 3 is named, with its host, within two windows of the
+#              hog's start, and no other rank
 #   trace      -fsdp-trace of 2 simulated machines x 2 ranks (tests/hosts.sh):
 #              tests/check_trace.py (the Trace Event Format, a rank and a
 #              track on every event, tracks that nest or follow, every
@@ -67,6 +72,62 @@ hang)
   sed "s/^max_batches=.*/max_batches=3/" "$S/cfg/tests/tiny.cfg" > "$WORK/short.cfg"
   train_np "$WORK/ok.w" 4 "$D/data.data" "$WORK/short.cfg" -fsdp-stats "$WORK/ok.json"
   check "a run that ended well leaves no ring" [ -z "$(ls "$WORK"/ok.json.ring.* 2>/dev/null)" ]
+  ;;
+straggler)
+  [ "$(nproc)" -ge 2 ] || { echo "skipped: needs 2 cores"; exit 77; }
+  [ "$(id -u)" = 0 ] || { echo "skipped: the hog's priority needs root"; exit 77; }
+  make_data "$D" --classes 3 --per-class 8
+  # tiny.cfg made heavier: steps of tens of milliseconds of compute, far
+  # above the scheduler's slices.
+  sed "s/^max_batches=.*/max_batches=100000/; s/^batch=.*/batch=32/; s/^width=.*/width=48/; s/^height=.*/height=48/;
+       s/^filters=[67]$/filters=32/" "$S/cfg/tests/tiny.cfg" > "$WORK/long.cfg"
+  # Rank 3 bound to core 1; the others go where the scheduler puts them.
+  printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 3 ] && exec taskset -c 1 "%s" "$@"\nexec "%s" "$@"\n' "$DN" "$DN" \
+    > "$WORK/pinned"
+  chmod +x "$WORK/pinned"
+  w=5
+  (cd "$D" && exec "${MPIRUN[@]}" -np 4 "$WORK/pinned" -plugin "$PLUGIN" classifier train data.data \
+     "$WORK/long.cfg" -fsdp-log "$WORK/log.json" -fsdp-log-events -fsdp-straggler-window $w \
+     > "$WORK/s.log" 2> "$WORK/s.err") &
+  job=$!
+  hog=
+  stop_all() { [ -z "$hog" ] || kill "$hog" 2>/dev/null || true; kill "$job" 2>/dev/null || true; }
+  trap 'stop_all; rm -rf "$WORK"' EXIT
+  last_step() { tail -n 1 "$WORK/log.json" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p'; }
+  # wait_step N: until the log has step N, or rank 3 is named.
+  wait_step() {
+    for _ in $(seq 2400); do
+      [ "$(last_step)" -ge "$1" ] 2>/dev/null && return 0
+      grep -q "^fsdp: straggler: rank 3 " "$WORK/s.err" && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  check "3 windows without the hog ran" wait_step $((3 * w))
+  check "no rank named over them" [ -z "$(grep "^fsdp: straggler: " "$WORK/s.err")" ]
+  grep "^fsdp: straggler: " "$WORK/s.err" || true
+  s0=$(last_step)
+  # The hog: always busy, bound to rank 3's core, 20 steps of niceness
+  # above the ranks (about 90 times their weight).  The scheduler balances
+  # the cores' load by weight, so a hog of the ranks' own priority would
+  # only push the machine's other work onto the other core and slow every
+  # rank alike; this one leaves rank 3 about 1% of its core, while the
+  # others share what the machine has.
+  taskset -c 1 nice -n -20 sh -c 'while :; do :; done' &
+  hog=$!
+  # Named at the end of the second whole window after the hog started, at the latest.
+  bound=$(( (s0 / w + 2) * w ))
+  wait_step $((bound + 1)) || true
+  stop_all
+  wait "$job" 2>/dev/null || true
+  line=$(grep "^fsdp: straggler: rank 3 " "$WORK/s.err" | head -n 1 || true)
+  echo "hog from step $s0: $line"
+  check "rank 3 is named, with its host and how much slower" \
+    grep -qE "^fsdp: straggler: rank 3 \\(host [^)]+\\) computes [0-9.]+x the median of the ranks .* over steps [0-9]+-[0-9]+, slow since step [0-9]+" <<< "$line"
+  to=$(sed -n 's/.* over steps [0-9]*-\([0-9]*\),.*/\1/p' <<< "$line")
+  check "within two windows of the hog's start (step $s0): by step ${to:-none} <= $bound" [ -n "$to" ] && [ "$to" -le "$bound" ]
+  check "no other rank is named" [ -z "$(grep "^fsdp: straggler: " "$WORK/s.err" | grep -v "^fsdp: straggler: rank 3 ")" ]
+  grep -o '"step": [0-9]*\|"compute_s": [^}]*' "$WORK/log.json" | grep -A1 compute_steps | tail -n 8 || true
   ;;
 trace)
   . "$S/tests/twohosts.sh"

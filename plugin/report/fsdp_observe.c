@@ -40,7 +40,7 @@ fsdp_status fsdp_observe_open(fsdp_observe *o, const fsdp_flags *f, fsdp_engine 
     o->on = 1;
     active = o;
     FSDP_TRY(fsdp_straggle_open(&o->straggle, ctl, window));
-    log->straggle = &o->straggle;
+    if (f->log_events) log->straggle = &o->straggle;   /* the lines' keys stay as they were without it */
     if (!f->trace) return FSDP_OK;
     FSDP_TRY(fsdp_trace_open(&o->trace, f->trace, first, last, ctl));
     if (!fsdp_engine_timeline(e)->on) FSDP_TRY(fsdp_engine_log_events(e, 4096));
