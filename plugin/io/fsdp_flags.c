@@ -12,7 +12,7 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-log-events", NULL, "with -fsdp-log: each line also lists when the step's gathers, reduces, optimizer steps and exchanges between machines ran, and each window's last line every rank's compute seconds", VALUE(log_events), NULL, 0 },
     { "-fsdp-trace", "FILE", "rank 0 writes a window of steps (-fsdp-trace-steps) as a trace that Perfetto and chrome://tracing open: every rank's compute, step plan and collectives, with bytes and memory", VALUE(trace), NULL, 0 },
     { "-fsdp-trace-steps", "FIRST-LAST", "with -fsdp-trace: the steps it holds (default 1-20; N: 1-N); rank 0 writes the file when the last has run, or at exit", VALUE(trace_steps), NULL, 0 },
-    { "-fsdp-straggler-window", "STEPS", "the ranks share each one's compute seconds every STEPS steps; rank 0 names a rank at 1.25x the median or more (default 10)", VALUE(straggler_window), NULL, 0 },
+    { "-fsdp-straggler-window", "STEPS", "the ranks share each one's compute seconds every STEPS steps; rank 0 names a rank at 1.25x the median or more (default 10, 0: off)", VALUE(straggler_window), NULL, 0 },
     { "-fsdp-backend", "mpi|mpi-staged|nccl", "host runs: mpi; GPU runs: nccl (default, one GPU per rank) or mpi-staged (MPI through host memory)", VALUE(backend), NULL, 0 },
     { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (default 600, 0: never)", VALUE(timeout), NULL, 0 },
     { "-fsdp-checkpoint", NULL, "each rank also saves its shards and optimizer state beside every weights file", VALUE(checkpoint), NULL, 0 },

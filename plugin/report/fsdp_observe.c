@@ -18,9 +18,9 @@ static fsdp_status parse_window(const char *text, int *window)
 {
     char *end = NULL;
     long w = text ? strtol(text, &end, 10) : FSDP_STRAGGLE_WINDOW;
-    if (text && (end == text || *end || w < 1 || w > 100000))
+    if (text && (end == text || *end || w < 0 || w > 100000))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-straggler-window %s: expected a whole number of steps, 1 to "
-                         "100000", text);
+                         "100000 (0: off)", text);
     *window = (int)w;
     return FSDP_OK;
 }
@@ -39,7 +39,9 @@ fsdp_status fsdp_observe_open(fsdp_observe *o, const fsdp_flags *f, fsdp_engine 
     FSDP_TRY(fsdp_ctl_all_ok(ctl, s, FSDP_ERR_CONFIG, "refused its -fsdp-trace or -fsdp-straggler-window"));
     o->on = 1;
     active = o;
-    FSDP_TRY(fsdp_straggle_open(&o->straggle, ctl, window));
+    /* Opened even when off (0): the trace names the ranks' hosts from it. */
+    FSDP_TRY(fsdp_straggle_open(&o->straggle, ctl, window > 0 ? window : 1));
+    o->straggle.on = window > 0;
     if (f->log_events) log->straggle = &o->straggle;   /* the lines' keys stay as they were without it */
     if (!f->trace) return FSDP_OK;
     FSDP_TRY(fsdp_trace_open(&o->trace, f->trace, first, last, ctl));
