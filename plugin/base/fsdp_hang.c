@@ -64,7 +64,7 @@ static void rank_list(const int *pick, int world, char *out, size_t n)
 static void where_text(const rank_state *s, double now, char *out, size_t n)
 {
     const fsdp_ring_entry *e = &s->last;
-    if (!s->read) snprintf(out, n, "left no ring");
+    if (!s->read) snprintf(out, n, "left no ring here");
     else if (!e->seq) snprintf(out, n, "recorded no collective");
     else if (e->t1 < 0) snprintf(out, n, "in %s %s since %.0f s", e->what, e->where, now - e->t0);
     else snprintf(out, n, "outside the collectives since %.0f s, after %s %s", now - e->t1, e->what, e->where);
@@ -134,7 +134,9 @@ fsdp_status fsdp_hang_summary(const char *stem, int world, double now, char *out
         char where[256], who[100];
         where_text(&st[r], now, where, sizeof where);
         snprintf(who, sizeof who, "rank %d (host %s)", r, st[r].read ? st[r].h.host : "?");
-        add(out, n, &len, "%s%s is %s", len ? "; " : "", who, where);
+        /* A ring not read: the rank never wrote one, or it is on another machine's disk. */
+        if (!st[r].read) add(out, n, &len, "%srank %d left no ring here", len ? "; " : "", r);
+        else add(out, n, &len, "%s%s is %s", len ? "; " : "", who, where);
         if (st[r].read && st[r].stale) add(out, n, &len, ", with no sign of life for %.0f s", now - st[r].h.beat);
     }
     if (!len) add(out, n, &len, "no rank is behind the others");
