@@ -1,7 +1,6 @@
 /* The trace and the stragglers, fed (fsdp_observe.h). */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "fsdp_observe.h"
 #include "fsdp_timeline.h"
 #include "fsdp_watch.h"
@@ -57,7 +56,8 @@ static int timed(int (*hook)(void *, network *, int, dn_when), const char *name,
 {
     fsdp_observe *o = active;
     int mine = o && fsdp_trace_recording(&o->trace) && net == fsdp_engine_net(o->e) && i >= 0 && i < o->nlayers;
-    if (mine && w == DN_AFTER) fsdp_trace_add(&o->trace, name, FSDP_TRACK_COMPUTE, i, o->layer_t0[i], fsdp_tl_clock(), 0, 0);
+    if (mine && w == DN_AFTER)
+        fsdp_trace_add(&o->trace, name, FSDP_TRACK_COMPUTE, i, o->layer_t0[i], fsdp_tl_clock(), 0, 0);
     int r = hook(c, net, i, w);
     if (mine && w == DN_BEFORE) o->layer_t0[i] = fsdp_tl_clock();
     return r;

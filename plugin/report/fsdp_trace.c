@@ -164,7 +164,10 @@ static void put_text(FILE *f, const char *text)
 
 /* Microseconds, to the nanosecond: a start plus its duration is the end
  * exactly, so that events that follow one another never seem to overlap. */
-static void put_us(FILE *f, const char *key, long long t) { fprintf(f, ", \"%s\": %lld.%03lld", key, t / 1000, t % 1000); }
+static void put_us(FILE *f, const char *key, long long t)
+{
+    fprintf(f, ", \"%s\": %lld.%03lld", key, t / 1000, t % 1000);
+}
 
 static void put_event(FILE *f, const fsdp_trace_ev *e, int tid, double t_start, fsdp_trace_group_fn group_name,
                       const void *ctx)
