@@ -44,7 +44,10 @@ fsdp_status fsdp_observe_open(fsdp_observe *o, const fsdp_flags *f, fsdp_engine 
     if (f->log_events) log->straggle = &o->straggle;   /* the lines' keys stay as they were without it */
     if (!f->trace) return FSDP_OK;
     FSDP_TRY(fsdp_trace_open(&o->trace, f->trace, first, last, ctl));
-    if (!fsdp_engine_timeline(e)->on) FSDP_TRY(fsdp_engine_log_events(e, 4096));
+    if (!fsdp_engine_timeline(e)->on) {
+        FSDP_TRY(fsdp_engine_log_events(e, 4096));
+        o->own_timeline = 1;
+    }
     fsdp_watch_observe(on_collective, &o->trace);
     return FSDP_OK;
 }
@@ -134,7 +137,12 @@ fsdp_status fsdp_observe_step(fsdp_observe *o, const network *net)
     trace_step(o, t);
     o->trace.step = (int)step + 1;
     if ((int)step < o->trace.last) return FSDP_OK;
-    return fsdp_trace_write(&o->trace, fsdp_engine_ctl(o->e), group_name, o->e, o->straggle.host);
+    fsdp_status s = fsdp_trace_write(&o->trace, fsdp_engine_ctl(o->e), group_name, o->e, o->straggle.host);
+    /* After the window nothing is recorded, and nothing feeds it. */
+    fsdp_watch_observe(NULL, NULL);
+    if (o->own_timeline) fsdp_tl_close(fsdp_engine_timeline(o->e));
+    o->own_timeline = 0;
+    return s;
 }
 
 fsdp_status fsdp_observe_finish(fsdp_observe *o)

@@ -22,6 +22,7 @@ typedef struct fsdp_observe {
     int (*forward_layer)(void *ctx, network *net, int i, dn_when when);   /* the hooks it wraps */
     int (*backward_layer)(void *ctx, network *net, int i, dn_when when);
     int (*train_step)(void *ctx, network *net, float *loss);
+    int own_timeline;    /* the engine's time line was opened for the trace (closed after it) */
     double *layer_t0;    /* when each layer's compute began */
     int nlayers;
 } fsdp_observe;
