@@ -83,6 +83,7 @@ straggler)
   sed "s/^max_batches=.*/max_batches=100000/; s/^batch=.*/batch=32/; s/^width=.*/width=48/; s/^height=.*/height=48/;
        s/^filters=[67]$/filters=32/" "$S/cfg/tests/tiny.cfg" > "$WORK/long.cfg"
   # Rank 3 bound to core 1; the others go where the scheduler puts them.
+  # shellcheck disable=SC2016 # the wrapper's own variables
   printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 3 ] && exec taskset -c 1 "%s" "$@"\nexec "%s" "$@"\n' "$DN" "$DN" \
     > "$WORK/pinned"
   chmod +x "$WORK/pinned"
