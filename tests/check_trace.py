@@ -6,7 +6,8 @@ usage: check_trace.py TRACE --world N --steps K [--stats STATS] [--hosts H0,H1,.
 Prints one line per check ("ok   - ..." or "FAIL - ...") and exits 1 if any
 failed: the file is JSON in the Trace Event Format (an object with
 traceEvents); every event has a rank (pid, and args.rank alike) and a
-track (tid, named by a thread_name); on each track the complete events
+track (tid, named by a thread_name); with --checkpoints, every rank's
+checkpoint writer track has each snapshot's write, with bytes; on each track the complete events
 nest or follow one another, never overlap in part; every rank's steps
 1..K appear; each rank has a process named with its host (--hosts: rank
 r's) and resident-memory counters; the stated clock error is there; with
@@ -48,6 +49,7 @@ def main():
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--stats")
     p.add_argument("--hosts")
+    p.add_argument("--checkpoints", action="store_true", help="checkpoints on the clock ran in the window")
     a = p.parse_args()
     with open(a.trace) as f:
         doc = json.load(f)
@@ -81,6 +83,12 @@ def main():
         cats = {e["cat"] for e in data if e["pid"] == r}
         check("rank %d has compute, step plan, collectives and memory: %s" % (r, sorted(cats)),
               {"compute", "step plan", "collectives", "memory"} <= cats)
+        if a.checkpoints:
+            ck = [e for e in data if e["pid"] == r and e["cat"] == "checkpoint writer"]
+            names = {e["name"] for e in ck}
+            check("rank %d's checkpoint writer track has snapshots and writes with their bytes: %d events" % (r, len(ck)),
+                  names == {"snapshot", "write"} and all(e["args"]["bytes"] > 0 for e in ck) and
+                  sum(e["name"] == "write" for e in ck) == sum(e["name"] == "snapshot" for e in ck))
     other = doc.get("otherData", {})
     check("the clocks' alignment error is stated: %s s" % other.get("clock_error_s"),
           isinstance(other.get("clock_error_s"), float) and (a.world == 1 or other["clock_error_s"] > 0))

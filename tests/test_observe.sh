@@ -13,8 +13,9 @@
 #   trace      -fsdp-trace of 2 simulated machines x 2 ranks (tests/hosts.sh):
 #              tests/check_trace.py (the Trace Event Format, a rank and a
 #              track on every event, tracks that nest or follow, every
-#              rank's steps, hosts, clock error, and rank 0's collective
-#              bytes equal to the stats file's); with -fsdp-log-events the
+#              rank's steps, hosts, clock error, rank 0's collective
+#              bytes equal to the stats file's, and with
+#              -fsdp-checkpoint-every each rank's snapshots and writes); with -fsdp-log-events the
 #              log's line at each window's end carries each rank's compute
 #              seconds, and the stats
 #              file their sums
@@ -138,11 +139,11 @@ trace)
   sed "s/^max_batches=.*/max_batches=6/" "$S/cfg/tests/tiny.cfg" > "$WORK/six.cfg"
   (cd "$D" && on_a "${TH_MPIRUN[@]}" -np 4 --map-by node "$DN" -plugin "$PLUGIN" classifier train data.data \
      "$WORK/six.cfg" -fsdp-trace "$WORK/trace.json" -fsdp-stats "$WORK/stats.json" -fsdp-log "$WORK/log.json" \
-     -fsdp-log-events -fsdp-straggler-window 3 > "$WORK/trace.log" 2> "$WORK/trace.err") \
+     -fsdp-log-events -fsdp-straggler-window 3 -fsdp-checkpoint-every 0.001 > "$WORK/trace.log" 2> "$WORK/trace.err") \
     || { echo "mpirun failed:"; tail -n 30 "$WORK/trace.err"; exit 1; }
   check "rank 0 says where the trace is" grep -q "^fsdp: trace of steps 1-6 on 4 ranks written to $WORK/trace.json" \
     "$WORK/trace.err"
-  if python3 "$S/tests/check_trace.py" "$WORK/trace.json" --world 4 --steps 6 --stats "$WORK/stats.json" \
+  if python3 "$S/tests/check_trace.py" "$WORK/trace.json" --world 4 --steps 6 --stats "$WORK/stats.json" --checkpoints \
        --hosts fsdp-host-0,fsdp-host-1,fsdp-host-0,fsdp-host-1 > "$WORK/check.out"; then
     pass "tests/check_trace.py"
   else

@@ -61,6 +61,16 @@ void fsdp_tl_end(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in)
     fsdp_tl_add_bytes(tl, ev, wire_out, wire_in);
 }
 
+void fsdp_tl_add(fsdp_timeline *tl, const char *what, int group, double t0, double t1, uint64_t wire_out,
+                 uint64_t wire_in)
+{
+    int ev = fsdp_tl_begin(tl, what, group);
+    if (ev < 0) return;
+    tl->ev[ev].t0 = t0 - tl->t_step;
+    tl->ev[ev].t1 = t1 - tl->t_step;
+    fsdp_tl_add_bytes(tl, ev, wire_out, wire_in);
+}
+
 void fsdp_tl_add_bytes(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in)
 {
     if (!tl || !tl->on || ev < 0 || ev >= tl->n) return;

@@ -119,9 +119,11 @@ static void trace_step(fsdp_observe *o, double t)
     fsdp_timeline *tl = fsdp_engine_timeline(o->e);
     for (int k = 0; k < tl->n; ++k) {
         const fsdp_tl_event *v = &tl->ev[k];
+        /* A checkpoint's stop and its writer's file have a track of their own. */
+        int ckpt = !strcmp(v->what, "snapshot") || !strcmp(v->what, "write");
         if (v->t1 >= 0)
-            fsdp_trace_add(&o->trace, v->what, FSDP_TRACK_PLAN, v->group, tl->t_step + v->t0, tl->t_step + v->t1,
-                           v->wire_out, v->wire_in);
+            fsdp_trace_add(&o->trace, v->what, ckpt ? FSDP_TRACK_CKPT : FSDP_TRACK_PLAN, v->group,
+                           tl->t_step + v->t0, tl->t_step + v->t1, v->wire_out, v->wire_in);
     }
     fsdp_trace_add(&o->trace, "resident memory", FSDP_TRACK_MEMORY, -1, t, t, fsdp_rss_bytes(), 0);
     if (o->trace.rank != 0) fsdp_tl_next_step(tl, t);
@@ -148,6 +150,8 @@ fsdp_status fsdp_observe_step(fsdp_observe *o, const network *net)
 fsdp_status fsdp_observe_finish(fsdp_observe *o)
 {
     if (!o->on || !o->trace.on) return FSDP_OK;
+    /* What ended since the last step: the last checkpoint's writer, waited for at exit. */
+    if (fsdp_trace_recording(&o->trace)) trace_step(o, fsdp_tl_clock());
     return fsdp_trace_write(&o->trace, fsdp_engine_ctl(o->e), group_name, o->e, o->straggle.host);
 }
 

@@ -150,7 +150,7 @@ static int lane_of(lanes *L, long long a, long long b)
     return -1;
 }
 
-static const char *const track_name[] = { "compute", "step plan", "collectives", "memory" };
+static const char *const track_name[] = { "compute", "step plan", "collectives", "memory", "checkpoint writer" };
 
 /* TEXT as a JSON string's contents. */
 static void put_text(FILE *f, const char *text)
@@ -184,7 +184,8 @@ static void put_event(FILE *f, const fsdp_trace_ev *e, int tid, double t_start, 
     if (e->track != FSDP_TRACK_MEMORY) put_us(f, "dur", b - a);
     fprintf(f, ", \"args\": {\"rank\": %d, \"step\": %d", e->rank, e->step);
     if (e->track == FSDP_TRACK_MEMORY) fprintf(f, ", \"bytes\": %llu", (unsigned long long)e->bytes);
-    if (e->track == FSDP_TRACK_COLL) fprintf(f, ", \"bytes\": %llu", (unsigned long long)e->bytes);
+    if (e->track == FSDP_TRACK_COLL || e->track == FSDP_TRACK_CKPT)
+        fprintf(f, ", \"bytes\": %llu", (unsigned long long)e->bytes);
     if (e->track == FSDP_TRACK_COMPUTE && e->arg >= 0) fprintf(f, ", \"layer\": %d", e->arg);
     if (group) fputs(", \"group\": \"", f), put_text(f, group), fputc('"', f);
     if (e->track == FSDP_TRACK_PLAN)

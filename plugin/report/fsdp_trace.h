@@ -6,12 +6,13 @@
  * operations from the time line (fsdp_timeline.h: gathers, reduces,
  * updates, exchanges between machines, with their bytes between machines),
  * every collective it calls (fsdp_watch_observe: kind and bytes), each
- * layer's forward and backward compute, and its resident memory at each
- * step's end.  The ranks' clocks are aligned at the start to rank 0's,
+ * layer's forward and backward compute, its checkpoint's snapshot and
+ * write on the clock (the time line's `snapshot` and `write`, with the
+ * file's bytes), and its resident memory at each step's end.  The ranks' clocks are aligned at the start to rank 0's,
  * within a bound measured then and stated in the file.  When the window
  * ends (or the run, before it does), rank 0 gathers every rank's events
  * and writes the file: one process per rank, named with its host; one
- * thread per track (compute, step plan, collectives), more where a track's
+ * thread per track (compute, step plan, collectives, checkpoint writer), more where a track's
  * events would overlap (a started gather beside the next one), so that
  * the events of one thread nest or follow one another. */
 #ifndef FSDP_TRACE_H
@@ -22,7 +23,9 @@
 #include "fsdp.h"
 #include "fsdp_backend.h"
 
-typedef enum { FSDP_TRACK_COMPUTE = 0, FSDP_TRACK_PLAN = 1, FSDP_TRACK_COLL = 2, FSDP_TRACK_MEMORY = 3 } fsdp_track;
+typedef enum {
+    FSDP_TRACK_COMPUTE = 0, FSDP_TRACK_PLAN = 1, FSDP_TRACK_COLL = 2, FSDP_TRACK_MEMORY = 3, FSDP_TRACK_CKPT = 4
+} fsdp_track;
 
 /* One event, as the ranks send them to rank 0. */
 typedef struct fsdp_trace_ev {
@@ -32,7 +35,7 @@ typedef struct fsdp_trace_ev {
     int32_t step;
     int32_t rank;
     double t0, t1;        /* rank 0's clock (fsdp_tl_clock's seconds); a counter: t1 = t0 */
-    uint64_t bytes;       /* a collective's; step plan: to other machines; a counter: its value */
+    uint64_t bytes;       /* a collective's, a checkpoint file's; step plan: to other machines; a counter: its value */
     uint64_t bytes_in;    /* step plan: from other machines */
 } fsdp_trace_ev;
 
