@@ -764,6 +764,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();
     if (s == FSDP_OK && ctl->world > 1) s = fsdp_watch_start(P.timeout_s, ctl->rank, describe_wait, NULL);
     if (s != FSDP_OK) {
+        fsdp_ring_close(0);   /* nothing ran: no ring to keep */
         /* A refusal the ranks agreed on ends MPI in order; any later one
          * (a rank alone) must not leave the others waiting. */
         if (P.mpi_started && !fsdp_stopped_together()) {
