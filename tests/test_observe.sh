@@ -15,7 +15,8 @@
 #              track on every event, tracks that nest or follow, every
 #              rank's steps, hosts, clock error, rank 0's collective
 #              bytes equal to the stats file's, and with
-#              -fsdp-checkpoint-every each rank's snapshots and writes); with -fsdp-log-events the
+#              -fsdp-checkpoint-every each rank's snapshots and writes);
+#              -fsdp-trace-steps 3-4 holds those steps alone; with -fsdp-log-events the
 #              log's line at each window's end carries each rank's compute
 #              seconds, and the stats
 #              file their sums
@@ -165,6 +166,17 @@ stats = json.load(open(sys.argv[2]))
 sums = [sum(sum(l["compute_s"][r]) for l in lines if "compute_s" in l) for r in range(4)]
 ok = stats["compute_steps"] == 6 and all(abs(a - b) < 1e-5 for a, b in zip(sums, stats["compute_s"]))
 sys.exit(0 if ok else 1)
+PY
+  # A window inside the run: written when its last step has run, and only its steps.
+  (cd "$D" && on_a "${TH_MPIRUN[@]}" -np 4 --map-by node "$DN" -plugin "$PLUGIN" classifier train data.data \
+     "$WORK/six.cfg" -fsdp-trace "$WORK/window.json" -fsdp-trace-steps 3-4 > "$WORK/window.log" 2> "$WORK/window.err") \
+    || { echo "mpirun failed:"; tail -n 30 "$WORK/window.err"; exit 1; }
+  check "-fsdp-trace-steps 3-4: written after step 4" grep -q "^fsdp: trace of steps 3-4 on 4 ranks written to" \
+    "$WORK/window.err"
+  check "... with steps 3 and 4 alone, every rank's" python3 - "$WORK/window.json" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") in ("X", "C")]
+sys.exit(0 if all({e["args"]["step"] for e in ev if e["pid"] == r} == {3, 4} for r in range(4)) else 1)
 PY
   ;;
 *) echo "unknown part $part"; exit 2 ;;

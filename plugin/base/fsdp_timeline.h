@@ -18,8 +18,9 @@
 typedef struct fsdp_tl_event {
     const char *what;     /* "gather", "reduce", "step", "parts", ... (static text) */
     int group;            /* the group's index in the layout */
-    double t0, t1;        /* seconds since the step's start; t1 < 0: not ended */
+    double t0, t1;        /* seconds since the step's start; t1 -1 while open */
     uint64_t wire_out, wire_in;
+    int open;             /* not ended (an event timed elsewhere may end before the step's start) */
 } fsdp_tl_event;
 
 typedef struct fsdp_timeline {

@@ -66,7 +66,7 @@ static void write_events(FILE *f, const fsdp_timeline *tl, double t)
     for (int k = 0; k < tl->n; ++k) {
         const fsdp_tl_event *v = &tl->ev[k];
         fprintf(f, "%s[\"%s\", %d, %.6f, ", k ? ", " : "", v->what, v->group, v->t0);
-        if (v->t1 >= 0) fprintf(f, "%.6f", v->t1);
+        if (!v->open) fprintf(f, "%.6f", v->t1);
         else fputs("null", f);
         fprintf(f, ", %llu, %llu]", (unsigned long long)v->wire_out, (unsigned long long)v->wire_in);
     }

@@ -121,7 +121,7 @@ static void trace_step(fsdp_observe *o, double t)
         const fsdp_tl_event *v = &tl->ev[k];
         /* A checkpoint's stop and its writer's file have a track of their own. */
         int ckpt = !strcmp(v->what, "snapshot") || !strcmp(v->what, "write");
-        if (v->t1 >= 0)
+        if (!v->open)
             fsdp_trace_add(&o->trace, v->what, ckpt ? FSDP_TRACK_CKPT : FSDP_TRACK_PLAN, v->group,
                            tl->t_step + v->t0, tl->t_step + v->t1, v->wire_out, v->wire_in);
     }
@@ -136,9 +136,10 @@ fsdp_status fsdp_observe_step(fsdp_observe *o, const network *net)
     size_t step = get_current_batch((network *)net);
     FSDP_TRY(fsdp_straggle_step(&o->straggle, fsdp_engine_ctl(o->e), step, t));
     if (!o->trace.on) return FSDP_OK;
-    trace_step(o, t);
+    if (fsdp_trace_recording(&o->trace)) trace_step(o, t);
+    else if (o->trace.rank != 0) fsdp_tl_next_step(fsdp_engine_timeline(o->e), t);   /* before the window */
     o->trace.step = (int)step + 1;
-    if ((int)step < o->trace.last) return FSDP_OK;
+    if ((int)step < o->trace.last || o->trace.written) return FSDP_OK;
     fsdp_status s = fsdp_trace_write(&o->trace, fsdp_engine_ctl(o->e), group_name, o->e, o->straggle.host);
     /* After the window nothing is recorded, and nothing feeds it. */
     fsdp_watch_observe(NULL, NULL);
