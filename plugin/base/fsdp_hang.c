@@ -109,8 +109,10 @@ static void add_others(const rank_state *st, int world, double now, int *told, i
         rank_list(group, world, who, sizeof who);
         const fsdp_ring_entry *e = &st[r].last;
         if (!st[r].read || !e->seq) where_text(&st[r], now, where, sizeof where);
-        else if (e->t1 < 0) snprintf(where, sizeof where, "wait in %s %s", e->what, e->where);
-        else snprintf(where, sizeof where, "are outside the collectives, after %s %s", e->what, e->where);
+        int one = !strncmp(who, "rank ", 5);
+        if (e->t1 < 0) snprintf(where, sizeof where, "%s in %s %s", one ? "waits" : "wait", e->what, e->where);
+        else snprintf(where, sizeof where, "%s outside the collectives, after %s %s", one ? "is" : "are", e->what,
+                      e->where);
         add(out, n, len, "; %s %s", who, where);
         if (st[r].read && e->seq) add(out, n, len, " since %.0f s", since);
     }
