@@ -9,3 +9,5 @@ set_tests_properties(observe_trace PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 fsdp_script_test(observe_straggler test_observe.sh straggler)
 set_tests_properties(observe_straggler PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 400)
 set_property(TEST observe_straggler APPEND PROPERTY LABELS slow)
+# The flight recorder's ring and the hang summary over rings made by hand.
+fsdp_unit_test(test_ring test_ring.c)
