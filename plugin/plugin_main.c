@@ -309,7 +309,8 @@ static fsdp_status write_stats(const fsdp_engine *e)
     if (!P.run.stats_path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || P.run.stats_written) return FSDP_OK;
     P.run.stats_written = 1;
     fsdp_stats_sources src = { e, fsdp_engine_bn(e), &P.hosts, &P.predicted, P.peak_pss,
-                               { P.setup_cpu_s[0], P.setup_cpu_s[1] }, .straggle = &P.observe.straggle };
+                               { P.setup_cpu_s[0], P.setup_cpu_s[1] },
+                               .straggle = &P.observe.straggle };
     return fsdp_write_stats(&src, P.run.stats_path);
 }
 static int h_free(void *c, network *net)
@@ -620,6 +621,13 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *ctl, const fsdp_flag
         { "-fsdp-timeout", timeout_bits, f->timeout ? f->timeout : "(default)" },
         { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
+        /* Collective when given: every rank must have them alike. */
+        { "-fsdp-trace", (uint64_t)!!f->trace, f->trace ? "given" : "not given" },
+        { "-fsdp-trace-steps", f->trace_steps ? fsdp_hash(f->trace_steps, strlen(f->trace_steps)) : 0,
+          f->trace_steps ? f->trace_steps : "(default)" },
+        { "-fsdp-straggler-window",
+          f->straggler_window ? fsdp_hash(f->straggler_window, strlen(f->straggler_window)) : 0,
+          f->straggler_window ? f->straggler_window : "(default)" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
     return fsdp_agree_start(ctl, local, list, (int)(sizeof list / sizeof list[0]));
