@@ -43,11 +43,11 @@ static int h_load_layer(void *c, network *net, int i, dn_when w)
 {
     return to_dn(c, fsdp_on_load_layer(eng(c), net, i, w));
 }
-static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(c, fsdp_on_forward(eng(c), net, i, w)); }
+static int h_fwd(void *c, network *net, int i, dn_when w) { return to_dn(c, fsdp_session_forward(c, net, i, w)); }
 static int h_bwd(void *c, network *net, int i, dn_when w)
 {
     int skip;
-    fsdp_status s = fsdp_on_backward(eng(c), net, i, w, &skip);
+    fsdp_status s = fsdp_session_backward(c, net, i, w, &skip);
     return s != FSDP_OK ? to_dn(c, s) : skip ? DN_SKIP : DN_OK;
 }
 static int h_bn_sync(void *c, network *net, int layer, dn_bn_what what, float *x, int channels, int count)

@@ -82,6 +82,7 @@ const fsdp_env_var fsdp_env_table[] = {
     { "FSDP_BENCH_BASE", FSDP_ENV_TOOLS, "DIR", "unset", TOOL, 0,
       "tools/bench ab: the other build folder to time against (needed)" },
     { "FSDP_BENCH_WORLDS", FSDP_ENV_TOOLS, "N...", "1 2 4 8 16 32 64", TOOL, 0, "tools/bench: the worlds a plan sweeps" },
+    { "FSDP_BENCH_WORLD", FSDP_ENV_TOOLS, "N", "32", TOOL, 0, "tools/bench trace: ranks of the stragglers' runs" },
     { "FSDP_BENCH_LINKS", FSDP_ENV_TOOLS, "KIND RATE...", "veth 20mbit", TOOL, 0,
       "tools/bench machines: the simulated links between two machines (a kind and a tc rate each)" },
     { "FSDP_BENCH_LINK_STEPS", FSDP_ENV_TOOLS, "N", "5", TOOL, 0, "tools/bench machines: training steps per run" },

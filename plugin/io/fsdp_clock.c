@@ -8,8 +8,9 @@
 #include <time.h>
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
-#include "fsdp_manifest.h"
 #include "fsdp_env.h"
+#include "fsdp_manifest.h"
+#include "fsdp_timeline.h"
 
 typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
@@ -34,7 +35,7 @@ struct fsdp_clock {
     atomic_int writer_busy;
     int writer_rc;
     uint64_t file_bytes, file_sum;
-    double write_s;
+    double write_t0, write_s;   /* the writer's start (monotonic) and seconds */
     char why[512];
 };
 
@@ -99,6 +100,7 @@ static void *writer(void *arg)
 {
     fsdp_clock *c = arg;
     double t0 = now_s();
+    c->write_t0 = t0;
     c->writer_rc = fsdp_ckpt_image_store(c->flight.path, c->snap, c->snap_bytes, &c->file_sum, c->why, sizeof c->why);
     c->file_bytes = c->snap_bytes;
     c->write_s = now_s() - t0;
@@ -161,6 +163,9 @@ static fsdp_status start(fsdp_clock *c, network *net)
         }
     }
     c->flight.stall_s = now_s() - t0;
+    /* The step's time line (-fsdp-log-events, -fsdp-trace): the stop, with the file's bytes. */
+    fsdp_tl_add(fsdp_engine_timeline(c->e), c->foreground ? "write" : "snapshot", -1, t0, t0 + c->flight.stall_s,
+                c->foreground ? c->file_bytes : c->snap_bytes, 0);
     if (s != FSDP_OK) {
         clear_flight(c);
         return s;
@@ -175,7 +180,10 @@ static fsdp_status complete(fsdp_clock *c)
 {
     FSDP_ASSERT(c->state == CLOCK_WRITING, "clock complete: WRITING");
     fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
-    if (c->thread_live) pthread_join(c->thread, NULL);
+    if (c->thread_live) {
+        pthread_join(c->thread, NULL);
+        fsdp_tl_add(fsdp_engine_timeline(c->e), "write", -1, c->write_t0, c->write_t0 + c->write_s, c->file_bytes, 0);
+    }
     c->thread_live = 0;
     c->state = CLOCK_IDLE;
     fsdp_status s = c->writer_rc == 0 ? FSDP_OK

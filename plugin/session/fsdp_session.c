@@ -8,6 +8,7 @@
 #include "fsdp_env.h"
 #include "fsdp_launch.h"
 #include "fsdp_quiet.h"
+#include "fsdp_ring.h"
 #include "fsdp_session_impl.h"
 #include "fsdp_stop.h"
 #include "fsdp_watch.h"
@@ -64,14 +65,17 @@ static fsdp_status make_engine(fsdp_session *ses, fsdp_ctl *ctl, int argc, char 
     return s;
 }
 
-/* What the run writes and watches: checkpoints, stats, the log, the stop
- * signals, the watchdog. */
+/* What the run writes and watches: checkpoints, stats, the flight
+ * recorder, the log, the trace and the stragglers, the stop signals, the
+ * watchdog. */
 static fsdp_status open_outputs(fsdp_session *ses, const fsdp_flags *f, fsdp_ctl *ctl, int argc, char **argv)
 {
     FSDP_TRY(fsdp_longrun_begin(&ses->longrun, f, argc, argv));
     FSDP_TRY(fsdp_meter_open(&ses->meter, f->stats));
+    if (ctl->world > 1) FSDP_TRY(fsdp_ring_open(f->stats, ctl->rank, ctl->world));
     if (ctl->rank == 0) FSDP_TRY(fsdp_log_open(&ses->log, f->log, ctl->world));
     if (ctl->rank == 0 && f->log_events) FSDP_TRY(fsdp_engine_log_events(ses->engine, 4096));
+    FSDP_TRY(fsdp_observe_open(&ses->observe, f, ses->engine, &ses->log));
     if (ctl->rank == 0 && ses->mpi_started) fsdp_stop_install();
     if (ctl->world > 1) FSDP_TRY(fsdp_watch_start(ses->timeout_s, ctl->rank, describe_wait, ses));
     return FSDP_OK;
@@ -81,6 +85,7 @@ static fsdp_status open_outputs(fsdp_session *ses, const fsdp_flags *f, fsdp_ctl
  * alone) must not leave the others waiting. */
 static fsdp_status refuse(fsdp_session *ses, fsdp_ctl *ctl, fsdp_status s)
 {
+    fsdp_ring_close(0);   /* nothing ran: no ring to keep */
     if (ses->mpi_started && !fsdp_stopped_together()) {
         abort_pause();
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -92,6 +97,7 @@ static fsdp_status refuse(fsdp_session *ses, fsdp_ctl *ctl, fsdp_status s)
     if (ses->mpi_started) MPI_Finalize();
     fsdp_longrun_free(&ses->longrun);
     fsdp_meter_free(&ses->meter);
+    fsdp_observe_free(&ses->observe);
     free(ses);
     return s;
 }
@@ -165,7 +171,10 @@ fsdp_status fsdp_session_finish(fsdp_session *ses, int status)
     /* rnn train never frees its network: its checkpoint in flight ends
      * here (every rank is here after a run that ended well). */
     fsdp_status s = status == 0 ? fsdp_longrun_finish(&ses->longrun) : FSDP_OK;
-    if (s == FSDP_OK && status == 0) s = fsdp_meter_write(&ses->meter, ses->engine, &ses->hosts, &ses->predicted);
+    if (s == FSDP_OK && status == 0)
+        s = fsdp_meter_write(&ses->meter, ses->engine, &ses->hosts, &ses->predicted, &ses->observe.straggle);
+    if (s == FSDP_OK && status == 0) s = fsdp_observe_finish(&ses->observe);
+    ses->keep_ring = status != 0 || s != FSDP_OK;   /* a run that ended well leaves no ring */
     stop_all_unless_agreed(ses, status);
     return s;
 }
@@ -177,6 +186,7 @@ void fsdp_session_free(fsdp_session *ses)
     fsdp_coll *coll = fsdp_engine_coll(e);
     fsdp_longrun_free(&ses->longrun);
     ses->engine = NULL;   /* the watchdog may describe the teardown's collectives */
+    fsdp_observe_free(&ses->observe);
     fsdp_engine_free(e);
     fsdp_hosts_free(&ses->hosts);
     fsdp_meter_free(&ses->meter);
@@ -188,5 +198,6 @@ void fsdp_session_free(fsdp_session *ses)
     if (ses->mpi_started) MPI_Finalize();
     fsdp_watch_leave();
     fsdp_watch_stop();
+    fsdp_ring_close(ses->keep_ring);
     free(ses);
 }

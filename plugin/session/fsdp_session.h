@@ -1,7 +1,9 @@
 /* fsdp_session.h: the session, one training run of this process, from the plugin's start to
  * Darknet's finish: the host backend and MPI, the engine, the flags the
  * ranks agreed on, the long run's checkpoints (fsdp_longrun.h), the stats
- * (fsdp_meter.h), the log and the start-up notes (fsdp_notes.h).
+ * (fsdp_meter.h), the log and the start-up notes (fsdp_notes.h), the
+ * trace and the stragglers (fsdp_observe.h), the flight recorder
+ * (fsdp_ring.h).
  *
  * Lifetime, in Darknet's order of events:
  *   fsdp_session_create   the flags checked and agreed by every rank, MPI, the host
@@ -47,6 +49,11 @@ int fsdp_session_cfg_option(fsdp_session *ses, const char *cfg, int line, int la
 fsdp_status fsdp_session_weights_loaded(fsdp_session *ses, network *net, const char *file);
 fsdp_status fsdp_session_start(fsdp_session *ses, network *net, const char *cfg);
 fsdp_status fsdp_session_step(fsdp_session *ses, network *net, float *loss);
+/* A layer's forward and backward: the engine's work around it, and the
+ * compute between timed for -fsdp-trace.  *skip: Darknet skips the
+ * layer's backward. */
+fsdp_status fsdp_session_forward(fsdp_session *ses, network *net, int i, dn_when w);
+fsdp_status fsdp_session_backward(fsdp_session *ses, network *net, int i, dn_when w, int *skip);
 /* *writes: whether this rank writes the file (rank 0 alone). */
 fsdp_status fsdp_session_save_begin(fsdp_session *ses, network *net, const char *file, int *writes);
 fsdp_status fsdp_session_save_end(fsdp_session *ses, network *net, const char *file);

@@ -81,19 +81,44 @@ fsdp_status fsdp_session_start(fsdp_session *ses, network *net, const char *cfg)
     double t0 = fsdp_tl_clock();
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_start(&ses->log, fsdp_engine_bytes_moved(e), t0);
     fsdp_tl_next_step(fsdp_engine_timeline(e), t0);
+    if (s == FSDP_OK && first) s = fsdp_observe_start(&ses->observe, net, t0);
     return s;
 }
 
-fsdp_status fsdp_session_step(fsdp_session *ses, network *net, float *loss)
+static fsdp_status step(fsdp_session *ses, network *net, float *loss)
 {
     fsdp_engine *e = ses->engine;
     FSDP_TRY(fsdp_on_train_step(e, net, loss));
     if (net != fsdp_engine_net(e)) return FSDP_OK;
     FSDP_TRY(fsdp_meter_step(&ses->meter, e));
     FSDP_TRY(fsdp_longrun_step(&ses->longrun, net));
+    FSDP_TRY(fsdp_observe_step(&ses->observe, net));
     if (fsdp_engine_ctl(e)->rank != 0) return FSDP_OK;
     fsdp_stop_note_step(get_current_batch(net), (size_t)net->max_batches);
     return fsdp_log_step(&ses->log, net, *loss, fsdp_engine_bytes_moved(e), fsdp_engine_timeline(e));
+}
+
+fsdp_status fsdp_session_step(fsdp_session *ses, network *net, float *loss)
+{
+    fsdp_status s = step(ses, net, loss);
+    fsdp_observe_next_step(&ses->observe, net);   /* after all of the plugin's work on the step */
+    return s;
+}
+
+fsdp_status fsdp_session_forward(fsdp_session *ses, network *net, int i, dn_when w)
+{
+    if (w == DN_AFTER) fsdp_observe_layer(&ses->observe, "forward", net, i, w);
+    fsdp_status s = fsdp_on_forward(ses->engine, net, i, w);
+    if (w == DN_BEFORE) fsdp_observe_layer(&ses->observe, "forward", net, i, w);
+    return s;
+}
+
+fsdp_status fsdp_session_backward(fsdp_session *ses, network *net, int i, dn_when w, int *skip)
+{
+    if (w == DN_AFTER) fsdp_observe_layer(&ses->observe, "backward", net, i, w);
+    fsdp_status s = fsdp_on_backward(ses->engine, net, i, w, skip);
+    if (w == DN_BEFORE) fsdp_observe_layer(&ses->observe, "backward", net, i, w);
+    return s;
 }
 
 fsdp_status fsdp_session_save_begin(fsdp_session *ses, network *net, const char *file, int *writes)
@@ -119,7 +144,7 @@ fsdp_status fsdp_session_network_free(fsdp_session *ses, network *net)
     fsdp_engine *e = ses->engine;
     int mine = net == fsdp_engine_net(e);
     fsdp_status s = mine ? fsdp_longrun_finish(&ses->longrun) : FSDP_OK;
-    if (s == FSDP_OK && mine) s = fsdp_meter_write(&ses->meter, e, &ses->hosts, &ses->predicted);
+    if (s == FSDP_OK && mine) s = fsdp_meter_write(&ses->meter, e, &ses->hosts, &ses->predicted, &ses->observe.straggle);
     fsdp_status freed = fsdp_on_network_free(e, net);
     return s != FSDP_OK ? s : freed;
 }

@@ -39,6 +39,7 @@ fsdp_status fsdp_session_check_flags(fsdp_session *ses, const fsdp_flags *f, int
     if (f->timeout) FSDP_TRY(fsdp_watch_parse(f->timeout, &ses->timeout_s));
     if (f->stats) FSDP_TRY(writable("-fsdp-stats", f->stats));
     if (f->log) FSDP_TRY(writable("-fsdp-log", f->log));
+    if (f->trace) FSDP_TRY(writable("-fsdp-trace", f->trace));
     return fsdp_longrun_flags(&ses->longrun, f, argc, argv);
 }
 
@@ -76,6 +77,13 @@ fsdp_status fsdp_session_agree_flags(fsdp_session *ses, fsdp_status local, fsdp_
         { "-fsdp-timeout", bits_of(ses->timeout_s), f->timeout ? f->timeout : "(default)" },
         { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
+        /* Collective when given: every rank must have them alike. */
+        { "-fsdp-trace", (uint64_t)!!f->trace, f->trace ? "given" : "not given" },
+        { "-fsdp-trace-steps", f->trace_steps ? fsdp_hash(f->trace_steps, strlen(f->trace_steps)) : 0,
+          f->trace_steps ? f->trace_steps : "(default)" },
+        { "-fsdp-straggler-window",
+          f->straggler_window ? fsdp_hash(f->straggler_window, strlen(f->straggler_window)) : 0,
+          f->straggler_window ? f->straggler_window : "(default)" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
     return fsdp_agree_start(ctl, local, list, (int)(sizeof list / sizeof list[0]));

@@ -9,6 +9,7 @@
 #include "fsdp_longrun.h"
 #include "fsdp_memplan.h"
 #include "fsdp_meter.h"
+#include "fsdp_observe.h"
 #include "fsdp_session.h"
 
 struct fsdp_session {
@@ -27,6 +28,8 @@ struct fsdp_session {
     fsdp_log log;                  /* rank 0: -fsdp-log and the progress lines */
     fsdp_meter meter;              /* -fsdp-stats */
     fsdp_longrun longrun;          /* checkpoints, resumes, the clock */
+    fsdp_observe observe;          /* -fsdp-trace and the stragglers */
+    int keep_ring;                 /* the flight recorder's file outlives a run that did not end well */
 };
 
 /* fsdp_session_flags.c: this rank's checks of the flags; then every rank's
