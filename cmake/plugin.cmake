@@ -5,7 +5,7 @@
 # Each folder of plugin/ is one static library that links only the folders
 # below it (docs/DESIGN.md, "Layers"):
 #
-#   base < comm < cuda < core < dn < engine < io < report < plugin_main.c
+#   base < comm < cuda < core < dn < engine < io < report < session < plugin_main.c
 #
 # A library sees the headers of its own folder, of the folders it links and
 # plugin/darknet_plugin.h, nothing else: an include of a folder above fails
@@ -79,12 +79,13 @@ fsdp_layer(dn fsdp_core)
 fsdp_layer(engine fsdp_dn)
 fsdp_layer(io fsdp_engine)
 fsdp_layer(report fsdp_io)
+fsdp_layer(session fsdp_report)
 
 # Every layer, for the entry point and the tests: each layer links the one
 # below it, so what a caller needs comes in, in an order the linker resolves
 # in one pass (calls go only downward).
 add_library(fsdp_plugin INTERFACE)
-target_link_libraries(fsdp_plugin INTERFACE fsdp_report)
+target_link_libraries(fsdp_plugin INTERFACE fsdp_session)
 
 add_library(darknet_fsdp MODULE "${CMAKE_SOURCE_DIR}/plugin/plugin_main.c")
 target_link_libraries(darknet_fsdp PRIVATE fsdp_plugin)

@@ -22,6 +22,9 @@ typedef enum {
 } fsdp_status;
 
 const char *fsdp_status_str(fsdp_status s);
+/* Whether s is a failure of the run itself (communication, the device,
+ * memory, a file) rather than of what the user gave or of the build. */
+int fsdp_status_runtime(fsdp_status s);
 
 /* Prints "fsdp: <what>" on stderr and returns the status, so a caller can
  * write `return fsdp_fail(FSDP_ERR_CONFIG, "%s:%d: ...", file, line);`. */
@@ -31,7 +34,7 @@ fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
 /* An error every rank saw alike (an agreement check failed on all of them):
  * the ranks stop together and may leave MPI in order.  After any other
  * error another rank may wait in a collective forever, so the plugin's
- * finish aborts the whole run instead (plugin_main.c). */
+ * finish aborts the whole run instead (fsdp_run.h). */
 void fsdp_agreed_stop(void);
 int fsdp_stopped_together(void);
 

@@ -33,6 +33,11 @@ fsdp_status fsdp_fail(fsdp_status s, const char *fmt, ...)
     return s;
 }
 
+int fsdp_status_runtime(fsdp_status s)
+{
+    return s == FSDP_ERR_COMM || s == FSDP_ERR_CUDA || s == FSDP_ERR_NOMEM || s == FSDP_ERR_IO;
+}
+
 static int together;
 
 void fsdp_agreed_stop(void) { together = 1; }

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "fsdp_ring.h"
 #include "fsdp_stop.h"
 
 /* Written in the main thread between steps, read by the handler: the
@@ -39,6 +40,7 @@ static void on_stop(int sig)
     const char *piece[] = { "fsdp: stopped by ", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
                             " ", step_text, "; ", saved_text };
     put_line(piece, 6);
+    fsdp_ring_dump();
     /* The launcher forwards output on its own time and may be tearing
      * the job down already: give it the line before the rank ends. */
     struct timespec pause = { 0, 200 * 1000 * 1000 };
@@ -56,6 +58,7 @@ static void on_crash(int sig)
                             sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "SIGABRT",
                             ": this rank crashed; the launcher stops the others" };
     put_line(piece, 3);
+    fsdp_ring_dump();
     signal(sig, SIG_DFL);
     raise(sig);
 }

@@ -33,7 +33,7 @@ void fsdp_tl_next_step(fsdp_timeline *tl, double t)
     int kept = 0;
     /* An exchange still on its way belongs to the step that waits for it. */
     for (int k = 0; k < tl->n; ++k) {
-        if (tl->ev[k].t1 >= 0) continue;
+        if (!tl->ev[k].open) continue;
         tl->ev[kept] = tl->ev[k];
         tl->ev[kept].t0 -= shift;
         ++kept;
@@ -50,7 +50,7 @@ int fsdp_tl_begin(fsdp_timeline *tl, const char *what, int group)
         ++tl->dropped;
         return -1;
     }
-    tl->ev[tl->n] = (fsdp_tl_event){ what, group, fsdp_tl_clock() - tl->t_step, -1, 0, 0 };
+    tl->ev[tl->n] = (fsdp_tl_event){ what, group, fsdp_tl_clock() - tl->t_step, -1, 0, 0, 1 };
     return tl->n++;
 }
 
@@ -58,6 +58,18 @@ void fsdp_tl_end(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in)
 {
     if (!tl || !tl->on || ev < 0 || ev >= tl->n) return;
     tl->ev[ev].t1 = fsdp_tl_clock() - tl->t_step;
+    tl->ev[ev].open = 0;
+    fsdp_tl_add_bytes(tl, ev, wire_out, wire_in);
+}
+
+void fsdp_tl_add(fsdp_timeline *tl, const char *what, int group, double t0, double t1, uint64_t wire_out,
+                 uint64_t wire_in)
+{
+    int ev = fsdp_tl_begin(tl, what, group);
+    if (ev < 0) return;
+    tl->ev[ev].t0 = t0 - tl->t_step;
+    tl->ev[ev].t1 = t1 - tl->t_step;
+    tl->ev[ev].open = 0;
     fsdp_tl_add_bytes(tl, ev, wire_out, wire_in);
 }
 
@@ -72,6 +84,6 @@ int fsdp_tl_find_open(const fsdp_timeline *tl, const char *what, int group)
 {
     if (!tl || !tl->on) return -1;
     for (int k = tl->n - 1; k >= 0; --k)
-        if (tl->ev[k].t1 < 0 && !strcmp(tl->ev[k].what, what) && (group < -1 || tl->ev[k].group == group)) return k;
+        if (tl->ev[k].open && !strcmp(tl->ev[k].what, what) && (group < -1 || tl->ev[k].group == group)) return k;
     return -1;
 }

@@ -18,8 +18,9 @@
 typedef struct fsdp_tl_event {
     const char *what;     /* "gather", "reduce", "step", "parts", ... (static text) */
     int group;            /* the group's index in the layout */
-    double t0, t1;        /* seconds since the step's start; t1 < 0: not ended */
+    double t0, t1;        /* seconds since the step's start; t1 -1 while open */
     uint64_t wire_out, wire_in;
+    int open;             /* not ended (an event timed elsewhere may end before the step's start) */
 } fsdp_tl_event;
 
 typedef struct fsdp_timeline {
@@ -40,6 +41,10 @@ void fsdp_tl_next_step(fsdp_timeline *tl, double t);
 int fsdp_tl_begin(fsdp_timeline *tl, const char *what, int group);
 /* Ends an event, adding its bytes. */
 void fsdp_tl_end(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in);
+/* An event that ran from T0 to T1 (fsdp_tl_clock's times; T0 may be
+ * before the step's start): a checkpoint's writer thread, timed there. */
+void fsdp_tl_add(fsdp_timeline *tl, const char *what, int group, double t0, double t1, uint64_t wire_out,
+                 uint64_t wire_in);
 /* Bytes of an event (a started exchange's, known at its start). */
 void fsdp_tl_add_bytes(fsdp_timeline *tl, int ev, uint64_t wire_out, uint64_t wire_in);
 /* The latest event named WHAT (of GROUP, or any where GROUP < -1) not yet

@@ -33,30 +33,36 @@
 #include "fsdp_shm.h"
 #include "fsdp_sum.h"
 
-typedef struct {
-    MPI_Comm comm;
-    size_t limit; /* most elements one MPI call carries */
-    fsdp_tickets tickets;
-    fsdp_shm *shm;        /* NULL: FSDP_SHM=0, unequal machines, or no buffer collectives */
-    int pairs_open;       /* buffer collectives between ranks that share no memory: */
-    fsdp_pairs pairs;     /* ... every rank with every other */
-    fsdp_node_layout node;  /* node memory on several machines: their shape; else zero */
-    MPI_Comm peers;       /* ... this rank and its peers, ranked by machine */
-    int *peer_ranks;      /* ... their world ranks (node.peers) */
-    int *ranks_at;        /* ... every machine's ranks by place (node.ranks_at) */
-    int peers_open;
-    fsdp_pairs peer;      /* ... the exchanges with them */
-    fsdp_wire wire;       /* ... their format on the wire, and their bytes */
-    float *sums;          /* ... a reduce-scatter's machine sums, sent and received (2 M parts) */
-    int sums_slot;        /* ... the started one holding them until its wait (its slot), else -1 */
-    struct {              /* ... per ticket slot, what its wait finishes after the peers' messages */
-        int kind;         /* HIER_NONE, HIER_GATHER (the machine's shared-memory part), HIER_REDUCE (the sum) */
-        float *out;       /* the gather's full buffer, or the reduce's shard */
+/* Node memory on several machines: the exchanges between each rank and
+ * its peers (the ranks at its place on the other machines). */
+typedef struct mpib_hier {
+    fsdp_node_layout node;   /* the machines' shape; zero on one machine */
+    MPI_Comm peers;          /* this rank and its peers, ranked by machine */
+    int *peer_ranks;         /* the peers' world ranks (node.peers) */
+    int *ranks_at;           /* every machine's ranks by place (node.ranks_at) */
+    int peers_open;          /* peers and peer are open */
+    fsdp_pairs peer;         /* the exchanges with the peers */
+    fsdp_wire wire;          /* the exchanges' format on the wire, and their bytes */
+    float *sums;             /* a reduce-scatter's machine sums, sent and received (2 M parts) */
+    size_t sums_floats;
+    int sums_slot;           /* the started reduce-scatter holding the sums until its wait (its slot), else -1 */
+    const float **rows;      /* the machine sums received, in machine order (M) */
+    struct {                 /* per ticket slot, what its wait finishes after the peers' messages */
+        int kind;            /* HIER_NONE, HIER_GATHER (the machine's shared-memory part), HIER_REDUCE (the sum) */
+        float *out;          /* the gather's full buffer, or the reduce's shard */
         size_t n;
     } started[FSDP_TICKETS];
-    size_t sums_floats;
-    const float **rows;   /* ... the received ones, in machine order (M) */
-    int users;            /* holds on it: its control and its collectives, each until freed */
+} mpib_hier;
+
+typedef struct {
+    MPI_Comm comm;
+    size_t limit;            /* most elements one MPI call carries */
+    fsdp_tickets tickets;
+    fsdp_shm *shm;           /* NULL: FSDP_SHM=0, unequal machines, or no buffer collectives */
+    int pairs_open;          /* pairs is open */
+    fsdp_pairs pairs;        /* buffer collectives between ranks that share no memory: every rank with every other */
+    mpib_hier hier;          /* node memory on several machines */
+    int users;               /* holds on it: its control and its collectives, each until freed */
 } mpib_ctx;
 
 static size_t mpib_limit(const fsdp_coll *b)
@@ -66,19 +72,19 @@ static size_t mpib_limit(const fsdp_coll *b)
 
 
 /* Several machines with node memory: the two-stage exchanges apply. */
-static int hierarchical(const mpib_ctx *c) { return c->node.machines > 1 && c->peers_open; }
+static int hierarchical(const mpib_ctx *c) { return c->hier.node.machines > 1 && c->hier.peers_open; }
 
 /* Machine m's ranks by place: where their parts lie in a buffer of parts. */
-static const int *ranks_on(const mpib_ctx *c, int m) { return c->ranks_at + (size_t)m * (size_t)c->node.ranks; }
+static const int *ranks_on(const mpib_ctx *c, int m) { return c->hier.ranks_at + (size_t)m * (size_t)c->hier.node.ranks; }
 
 /* Each rank's part to its peers (each part crosses to each other machine
  * once), then on each machine, for each machine m, the parts its ranks now
  * hold of machine m's ranks, through shared memory.  Moves bytes only. */
 static fsdp_status hier_all_gather(mpib_ctx *c, const float *shard, float *full, size_t n)
 {
-    FSDP_TRY(fsdp_pairs_all_gather(&c->peer, shard, full, n, c->peer_ranks));
-    for (int m = 0; m < c->node.machines; ++m)
-        FSDP_TRY(fsdp_shm_all_gather(c->shm, full + (size_t)c->peer_ranks[m] * n, full, n, ranks_on(c, m)));
+    FSDP_TRY(fsdp_pairs_all_gather(&c->hier.peer, shard, full, n, c->hier.peer_ranks));
+    for (int m = 0; m < c->hier.node.machines; ++m)
+        FSDP_TRY(fsdp_shm_all_gather(c->shm, full + (size_t)c->hier.peer_ranks[m] * n, full, n, ranks_on(c, m)));
     return FSDP_OK;
 }
 
@@ -93,18 +99,18 @@ enum { HIER_NONE, HIER_GATHER, HIER_REDUCE };
  * the gather's shared-memory part, or the reduce's sum in machine order. */
 static fsdp_status hier_finish(mpib_ctx *c, int slot)
 {
-    FSDP_TRY(fsdp_pairs_complete(&c->peer, slot));
-    int kind = c->started[slot].kind;
-    float *out = c->started[slot].out;
-    size_t n = c->started[slot].n, machines = (size_t)c->node.machines;
-    c->started[slot].kind = HIER_NONE;
+    FSDP_TRY(fsdp_pairs_complete(&c->hier.peer, slot));
+    int kind = c->hier.started[slot].kind;
+    float *out = c->hier.started[slot].out;
+    size_t n = c->hier.started[slot].n, machines = (size_t)c->hier.node.machines;
+    c->hier.started[slot].kind = HIER_NONE;
     if (kind == HIER_GATHER)
-        for (int m = 0; m < c->node.machines; ++m)
-            FSDP_TRY(fsdp_shm_all_gather(c->shm, out + (size_t)c->peer_ranks[m] * n, out, n, ranks_on(c, m)));
+        for (int m = 0; m < c->hier.node.machines; ++m)
+            FSDP_TRY(fsdp_shm_all_gather(c->shm, out + (size_t)c->hier.peer_ranks[m] * n, out, n, ranks_on(c, m)));
     if (kind == HIER_REDUCE) {
-        c->sums_slot = -1;
-        for (size_t m = 0; m < machines; ++m) c->rows[m] = c->sums + (machines + m) * n;
-        fsdp_sum_rows(out, c->rows, (int)machines, 0, n);
+        c->hier.sums_slot = -1;
+        for (size_t m = 0; m < machines; ++m) c->hier.rows[m] = c->hier.sums + (machines + m) * n;
+        fsdp_sum_rows(out, c->hier.rows, (int)machines, 0, n);
     }
     return FSDP_OK;
 }
@@ -114,28 +120,28 @@ static fsdp_status hier_finish(mpib_ctx *c, int slot)
  * is finished first. */
 static fsdp_status machine_sums(mpib_ctx *c, const float *full, size_t n)
 {
-    if (c->sums_slot >= 0) FSDP_TRY(hier_finish(c, c->sums_slot));
-    size_t machines = (size_t)c->node.machines, need = 2 * machines * n;
-    if (need > c->sums_floats) {
-        free(c->sums);
-        c->sums = malloc(need * sizeof(float));
-        c->sums_floats = c->sums ? need : 0;
-        if (!c->sums)
+    if (c->hier.sums_slot >= 0) FSDP_TRY(hier_finish(c, c->hier.sums_slot));
+    size_t machines = (size_t)c->hier.node.machines, need = 2 * machines * n;
+    if (need > c->hier.sums_floats) {
+        free(c->hier.sums);
+        c->hier.sums = malloc(need * sizeof(float));
+        c->hier.sums_floats = c->hier.sums ? need : 0;
+        if (!c->hier.sums)
             return fsdp_fail(FSDP_ERR_NOMEM, "no memory for %.1f MB of the machines' sums", need * 4 / 1e6);
     }
     for (size_t m = 0; m < machines; ++m)
-        FSDP_TRY(fsdp_shm_reduce_scatter(c->shm, full, c->sums + m * n, n, ranks_on(c, (int)m)));
+        FSDP_TRY(fsdp_shm_reduce_scatter(c->shm, full, c->hier.sums + m * n, n, ranks_on(c, (int)m)));
     return FSDP_OK;
 }
 
 static fsdp_status hier_reduce_scatter(mpib_ctx *c, const float *full, float *shard, size_t n)
 {
-    size_t machines = (size_t)c->node.machines;
+    size_t machines = (size_t)c->hier.node.machines;
     FSDP_TRY(machine_sums(c, full, n));
-    float *mine = c->sums, *theirs = c->sums + machines * n;
-    FSDP_TRY(fsdp_pairs_all_to_all(&c->peer, mine, theirs, n));
-    for (size_t m = 0; m < machines; ++m) c->rows[m] = theirs + m * n;
-    fsdp_sum_rows(shard, c->rows, (int)machines, 0, n);
+    float *mine = c->hier.sums, *theirs = c->hier.sums + machines * n;
+    FSDP_TRY(fsdp_pairs_all_to_all(&c->hier.peer, mine, theirs, n));
+    for (size_t m = 0; m < machines; ++m) c->hier.rows[m] = theirs + m * n;
+    fsdp_sum_rows(shard, c->hier.rows, (int)machines, 0, n);
     return FSDP_OK;
 }
 
@@ -274,10 +280,10 @@ static fsdp_status mpib_all_gather_start(fsdp_coll *b, const float *shard, float
     mpib_ctx *c = b->ctx;
     if (hierarchical(c)) {
         /* The peers' parts travel now; the machine's share at the wait. */
-        FSDP_TRY(fsdp_pairs_all_gather_start(&c->peer, shard, full, n, c->peer_ranks, slot));
-        c->started[slot].kind = HIER_GATHER;
-        c->started[slot].out = full;
-        c->started[slot].n = n;
+        FSDP_TRY(fsdp_pairs_all_gather_start(&c->hier.peer, shard, full, n, c->hier.peer_ranks, slot));
+        c->hier.started[slot].kind = HIER_GATHER;
+        c->hier.started[slot].out = full;
+        c->hier.started[slot].n = n;
         return FSDP_OK;
     }
     return fsdp_pairs_all_gather_start(&c->pairs, shard, full, n, NULL, slot);
@@ -296,13 +302,13 @@ static fsdp_status mpib_reduce_scatter_start(fsdp_coll *b, const float *full, fl
     if (hierarchical(c)) {
         /* The machine's sums now; the machines' exchange of them travels
          * until the wait, which adds them. */
-        size_t machines = (size_t)c->node.machines;
+        size_t machines = (size_t)c->hier.node.machines;
         FSDP_TRY(machine_sums(c, full, n));
-        FSDP_TRY(fsdp_pairs_all_to_all_start(&c->peer, c->sums, c->sums + machines * n, n, slot));
-        c->sums_slot = slot;
-        c->started[slot].kind = HIER_REDUCE;
-        c->started[slot].out = shard;
-        c->started[slot].n = n;
+        FSDP_TRY(fsdp_pairs_all_to_all_start(&c->hier.peer, c->hier.sums, c->hier.sums + machines * n, n, slot));
+        c->hier.sums_slot = slot;
+        c->hier.started[slot].kind = HIER_REDUCE;
+        c->hier.started[slot].out = shard;
+        c->hier.started[slot].n = n;
         return FSDP_OK;
     }
     return fsdp_pairs_reduce_scatter_start(&c->pairs, full, shard, n, slot);
@@ -316,7 +322,7 @@ static fsdp_status mpib_wait(fsdp_coll *b, int ticket)
     for (; c->tickets.waited < upto; ++c->tickets.waited) {
         int slot = (int)(c->tickets.waited % FSDP_TICKETS);
         if (c->pairs_open) FSDP_TRY(fsdp_pairs_complete(&c->pairs, slot));
-        if (c->peers_open) FSDP_TRY(hier_finish(c, slot));
+        if (c->hier.peers_open) FSDP_TRY(hier_finish(c, slot));
     }
     return FSDP_OK;
 }
@@ -335,14 +341,14 @@ static fsdp_status mpib_node_sync(fsdp_coll *b)
 
 static fsdp_status mpib_peer_all_to_all(fsdp_coll *b, const float *send, float *recv, size_t count)
 {
-    return fsdp_pairs_all_to_all(&((mpib_ctx *)b->ctx)->peer, send, recv, count);
+    return fsdp_pairs_all_to_all(&((mpib_ctx *)b->ctx)->hier.peer, send, recv, count);
 }
 
 /* In place: each peer's part lands at its world rank's place. */
 static fsdp_status mpib_peer_all_gather(fsdp_coll *b, float *full, size_t shard)
 {
     mpib_ctx *c = b->ctx;
-    return fsdp_pairs_all_gather(&c->peer, full + (size_t)b->rank * shard, full, shard, c->peer_ranks);
+    return fsdp_pairs_all_gather(&c->hier.peer, full + (size_t)b->rank * shard, full, shard, c->hier.peer_ranks);
 }
 
 /* Started under the ticket's slot; longer buffers complete now. */
@@ -353,7 +359,7 @@ static fsdp_status mpib_peer_all_gather_start(fsdp_coll *b, float *full, size_t 
     *ticket = -1;
     FSDP_TRY(mpib_ticket(b, &slot, ticket));
     if (shard == 0 || shard > c->limit) return mpib_peer_all_gather(b, full, shard);
-    return fsdp_pairs_all_gather_start(&c->peer, full + (size_t)b->rank * shard, full, shard, c->peer_ranks, slot);
+    return fsdp_pairs_all_gather_start(&c->hier.peer, full + (size_t)b->rank * shard, full, shard, c->hier.peer_ranks, slot);
 }
 
 /* Several machines of equal ranks with node memory: the layout, and this
@@ -365,11 +371,11 @@ static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
     int machines = world / ranks;
     int *leaders = malloc((size_t)world * sizeof *leaders), *host_of = malloc((size_t)world * sizeof *host_of);
     int *seen = calloc((size_t)machines, sizeof *seen);
-    c->peer_ranks = malloc((size_t)machines * sizeof *c->peer_ranks);
-    c->ranks_at = malloc((size_t)world * sizeof *c->ranks_at);
-    c->rows = malloc((size_t)machines * sizeof *c->rows);
+    c->hier.peer_ranks = malloc((size_t)machines * sizeof *c->hier.peer_ranks);
+    c->hier.ranks_at = malloc((size_t)world * sizeof *c->hier.ranks_at);
+    c->hier.rows = malloc((size_t)machines * sizeof *c->hier.rows);
     /* Every rank takes part in what follows, whatever its mallocs did. */
-    int ok = leaders && host_of && seen && c->peer_ranks && c->ranks_at && c->rows;
+    int ok = leaders && host_of && seen && c->hier.peer_ranks && c->hier.ranks_at && c->hier.rows;
     fsdp_status s = FSDP_OK;
     int err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm);
     if (err != MPI_SUCCESS) s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Allreduce");
@@ -379,14 +385,14 @@ static fsdp_status open_peers(mpib_ctx *c, int rank, int world)
         s = fsdp_fail(FSDP_ERR_COMM, "mpi backend: machines counted two ways disagree");
     for (int q = 0; q < world && s == FSDP_OK; ++q) {
         int k = host_of[q], p = seen[k]++;
-        c->ranks_at[(size_t)k * ranks + p] = q;
-        if (p == place) c->peer_ranks[k] = q;
+        c->hier.ranks_at[(size_t)k * ranks + p] = q;
+        if (p == place) c->hier.peer_ranks[k] = q;
     }
-    if (s == FSDP_OK && (err = MPI_Comm_split(c->comm, place, host_of[rank], &c->peers)) != MPI_SUCCESS)
+    if (s == FSDP_OK && (err = MPI_Comm_split(c->comm, place, host_of[rank], &c->hier.peers)) != MPI_SUCCESS)
         s = fsdp_mpi_fail(err, __FILE__, __LINE__, "MPI_Comm_split");
     if (s == FSDP_OK)
-        c->node = (fsdp_node_layout){ .machines = machines, .ranks = ranks, .rank = place, .peers = c->peer_ranks,
-                                      .ranks_at = c->ranks_at };
+        c->hier.node = (fsdp_node_layout){ .machines = machines, .ranks = ranks, .rank = place, .peers = c->hier.peer_ranks,
+                                      .ranks_at = c->hier.ranks_at };
     free(leaders);
     free(host_of);
     free(seen);
@@ -402,16 +408,16 @@ static void mpib_release(mpib_ctx *c)
     int finalized = 1;
     MPI_Finalized(&finalized);
     fsdp_shm_close(c->shm);
-    if (c->peers != MPI_COMM_NULL && !finalized)
-        MPI_Comm_free(&c->peers);
+    if (c->hier.peers != MPI_COMM_NULL && !finalized)
+        MPI_Comm_free(&c->hier.peers);
     if (c->comm != MPI_COMM_NULL && !finalized)
         MPI_Comm_free(&c->comm);
-    free(c->peer_ranks);
-    free(c->ranks_at);
+    free(c->hier.peer_ranks);
+    free(c->hier.ranks_at);
     if (c->pairs_open) fsdp_pairs_close(&c->pairs);
-    if (c->peers_open) fsdp_pairs_close(&c->peer);
-    free(c->sums);
-    free(c->rows);
+    if (c->hier.peers_open) fsdp_pairs_close(&c->hier.peer);
+    free(c->hier.sums);
+    free(c->hier.rows);
     free(c);
 }
 
@@ -463,10 +469,10 @@ static fsdp_status mpib_open(mpib_ctx *c, int shm, int *rank, int *world)
     /* Every rank takes part in the check, whatever its own opening did. */
     int ok = fsdp_pairs_open(&c->pairs, c->comm, c->limit) == FSDP_OK;
     c->pairs_open = 1;
-    if (ok && c->node.machines > 1) {
-        ok = fsdp_pairs_open(&c->peer, c->peers, c->limit) == FSDP_OK;
-        c->peer.wire = &c->wire;
-        c->peers_open = 1;
+    if (ok && c->hier.node.machines > 1) {
+        ok = fsdp_pairs_open(&c->hier.peer, c->hier.peers, c->limit) == FSDP_OK;
+        c->hier.peer.wire = &c->hier.wire;
+        c->hier.peers_open = 1;
     }
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->comm));
     return ok ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "mpi backend: no memory for the exchanges between ranks");
@@ -494,7 +500,8 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
     }
     /* The creator's hold, dropped at the end: the context goes with it
      * where nothing was made. */
-    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .peers = MPI_COMM_NULL, .limit = INT_MAX, .sums_slot = -1, .users = 1 };
+    *c = (mpib_ctx){ .comm = MPI_COMM_NULL, .hier = { .peers = MPI_COMM_NULL, .sums_slot = -1 }, .limit = INT_MAX,
+                     .users = 1 };
     int rank = 0, world = 0;
     fsdp_status s = mpib_open(c, b != NULL, &rank, &world);
     if (s == FSDP_OK && h) {
@@ -508,14 +515,14 @@ fsdp_status fsdp_backend_mpi_create(fsdp_ctl **ctl, fsdp_coll **coll)
         *b = (fsdp_coll){ .iface = mpib_coll, .name = "mpi", .rank = rank, .world = world,
                           .mem = FSDP_MEM_HOST, .starts_block = fsdp_shm_spans_all(c->shm),
                           .scratch_terms = hierarchical(c) ? 0 : c->pairs_open ? world - 1 : 0,
-                          .sums_terms = hierarchical(c) ? 2 * c->node.machines : 0,
-                          .hierarchical = hierarchical(c), .node = c->node,
-                          .wire = hierarchical(c) ? &c->wire : NULL, .ctx = c };
+                          .sums_terms = hierarchical(c) ? 2 * c->hier.node.machines : 0,
+                          .hierarchical = hierarchical(c), .node = c->hier.node,
+                          .wire = hierarchical(c) ? &c->hier.wire : NULL, .ctx = c };
         if (c->shm) {
             b->iface.node_alloc = mpib_node_alloc;
             b->iface.node_sync = mpib_node_sync;
         }
-        if (c->node.machines > 1) {
+        if (c->hier.node.machines > 1) {
             b->iface.peer_all_to_all = mpib_peer_all_to_all;
             b->iface.peer_all_gather = mpib_peer_all_gather;
             b->iface.peer_all_gather_start = mpib_peer_all_gather_start;
@@ -535,7 +542,7 @@ void fsdp_backend_mpi_set_chunk_limit(fsdp_coll *b, size_t floats)
         return;
     mpib_ctx *c = b->ctx;
     c->limit = floats < 1 ? 1 : floats > INT_MAX ? (size_t)INT_MAX : floats;
-    c->pairs.limit = c->peer.limit = c->limit;
+    c->pairs.limit = c->hier.peer.limit = c->limit;
 }
 
 int fsdp_backend_mpi_shared_memory(const fsdp_coll *b)

@@ -24,26 +24,32 @@ fsdp_status fsdp_pairs_open(fsdp_pairs *p, MPI_Comm comm, size_t limit)
     mpiCheck(MPI_Comm_rank(comm, &p->rank));
     mpiCheck(MPI_Comm_size(comm, &p->size));
     size_t n = (size_t)p->size;
-    p->to = malloc(n * sizeof *p->to);
-    p->from = malloc(n * sizeof *p->from);
-    p->sc = malloc(n * sizeof *p->sc);
-    p->rc = malloc(n * sizeof *p->rc);
-    p->terms = malloc(n * sizeof *p->terms);
-    p->req = malloc(2 * n * sizeof *p->req);
+    p->each.to = malloc(n * sizeof *p->each.to);
+    p->each.from = malloc(n * sizeof *p->each.from);
+    p->each.sc = malloc(n * sizeof *p->each.sc);
+    p->each.rc = malloc(n * sizeof *p->each.rc);
+    p->each.terms = malloc(n * sizeof *p->each.terms);
+    p->each.req = malloc(2 * n * sizeof *p->each.req);
     p->started = malloc(2 * n * FSDP_TICKETS * sizeof *p->started);
-    if (!p->to || !p->from || !p->sc || !p->rc || !p->terms || !p->req || !p->started)
+    if (!p->each.to || !p->each.from || !p->each.sc || !p->each.rc || !p->each.terms || !p->each.req || !p->started)
         return fsdp_fail(FSDP_ERR_NOMEM, "no memory for the exchanges between %d ranks", p->size);
     return FSDP_OK;
 }
 
 void fsdp_pairs_close(fsdp_pairs *p)
 {
-    free(p->to); free(p->from); free(p->sc); free(p->rc); free(p->terms); free(p->req); free(p->started);
+    free(p->each.to);
+    free(p->each.from);
+    free(p->each.sc);
+    free(p->each.rc);
+    free(p->each.terms);
+    free(p->each.req);
+    free(p->started);
     free(p->scratch[FSDP_PAIRS_NOW]);
     free(p->scratch[FSDP_PAIRS_HELD]);
-    free(p->coded);
-    for (int k = 0; k < FSDP_TICKETS; ++k) free(p->wired[k].coded);
-    for (int k = 0; k <= FSDP_TICKETS; ++k) free(p->pieces[k]);
+    free(p->between.coded);
+    for (int k = 0; k < FSDP_TICKETS; ++k) free(p->between.wired[k].coded);
+    for (int k = 0; k <= FSDP_TICKETS; ++k) free(p->between.pieces[k]);
     *p = (fsdp_pairs){ .comm = MPI_COMM_NULL };
 }
 
@@ -64,7 +70,7 @@ static fsdp_status scratch(fsdp_pairs *p, int which, size_t floats, float **out)
 
 static void counts(fsdp_pairs *p, int k)
 {
-    for (int q = 0; q < p->size; ++q) p->sc[q] = p->rc[q] = k;
+    for (int q = 0; q < p->size; ++q) p->each.sc[q] = p->each.rc[q] = k;
 }
 
 /* Posts, for every other rank q, sc[q] floats from to[q] + off and rc[q]
@@ -74,8 +80,8 @@ static fsdp_status post(fsdp_pairs *p, size_t off, int tag, MPI_Request *req, in
     *n = 0;
     for (int q = 0; q < p->size; ++q) {
         if (q == p->rank) continue;
-        if (p->rc[q]) mpiCheck(MPI_Irecv(p->from[q] + off, p->rc[q], MPI_FLOAT, q, tag, p->comm, &req[(*n)++]));
-        if (p->sc[q]) mpiCheck(MPI_Isend(p->to[q] + off, p->sc[q], MPI_FLOAT, q, tag, p->comm, &req[(*n)++]));
+        if (p->each.rc[q]) mpiCheck(MPI_Irecv(p->each.from[q] + off, p->each.rc[q], MPI_FLOAT, q, tag, p->comm, &req[(*n)++]));
+        if (p->each.sc[q]) mpiCheck(MPI_Isend(p->each.to[q] + off, p->each.sc[q], MPI_FLOAT, q, tag, p->comm, &req[(*n)++]));
     }
     return FSDP_OK;
 }
@@ -107,11 +113,11 @@ static fsdp_status bytes_room(unsigned char **buf, size_t *have, size_t bytes)
  * a blocking exchange). */
 static fsdp_status requests(fsdp_pairs *p, int which, size_t n)
 {
-    if (n <= p->pieces_cap[which]) return FSDP_OK;
-    MPI_Request *r = realloc(p->pieces[which], n * sizeof *r);
+    if (n <= p->between.pieces_cap[which]) return FSDP_OK;
+    MPI_Request *r = realloc(p->between.pieces[which], n * sizeof *r);
     if (!r) return fsdp_fail(FSDP_ERR_NOMEM, "no memory for %zu requests", n);
-    p->pieces[which] = r;
-    p->pieces_cap[which] = n;
+    p->between.pieces[which] = r;
+    p->between.pieces_cap[which] = n;
     return FSDP_OK;
 }
 
@@ -122,7 +128,7 @@ static fsdp_status post_pieces(fsdp_pairs *p, unsigned char *const *out, unsigne
 {
     size_t piece = fsdp_min_size(FSDP_PAIRS_PIECE, p->limit * sizeof(float)), n = (bytes + piece - 1) / piece;
     FSDP_TRY(requests(p, which, 2 * n * (size_t)p->size));
-    MPI_Request *req = p->pieces[which];
+    MPI_Request *req = p->between.pieces[which];
     int k = 0;
     for (int q = 0; q < p->size; ++q) {
         if (q == p->rank) continue;
@@ -134,15 +140,15 @@ static fsdp_status post_pieces(fsdp_pairs *p, unsigned char *const *out, unsigne
         p->wire->out += bytes;
         p->wire->in += bytes;
     }
-    p->npieces[which] = k;
+    p->between.npieces[which] = k;
     return FSDP_OK;
 }
 
 static fsdp_status wait_pieces(fsdp_pairs *p, int which)
 {
-    int n = p->npieces[which];
-    p->npieces[which] = 0;
-    if (n) mpiCheck(MPI_Waitall(n, p->pieces[which], MPI_STATUSES_IGNORE));
+    int n = p->between.npieces[which];
+    p->between.npieces[which] = 0;
+    if (n) mpiCheck(MPI_Waitall(n, p->between.pieces[which], MPI_STATUSES_IGNORE));
     return FSDP_OK;
 }
 
@@ -160,7 +166,7 @@ static float *gathered(const float *full, size_t n, const int *place, int q)
 static void aim_peer_gather(fsdp_pairs *p, const float *mine, float *full, size_t n, const int *place,
                             unsigned char *buf, size_t bytes)
 {
-    unsigned char **out = (unsigned char **)p->to, **in = (unsigned char **)p->from;
+    unsigned char **out = (unsigned char **)p->each.to, **in = (unsigned char **)p->each.from;
     if (coded(p)) fsdp_wire_encode(p->wire->format, mine, n, block(buf, p->rank, bytes));
     for (int q = 0; q < p->size; ++q) {
         out[q] = coded(p) ? block(buf, p->rank, bytes) : (unsigned char *)mine;
@@ -178,11 +184,11 @@ static void decode_gather(fsdp_pairs *p, float *full, size_t n, const int *place
 static fsdp_status peer_all_gather(fsdp_pairs *p, float *full, size_t n, const int *place)
 {
     size_t bytes = fsdp_wire_bytes(p->wire->format, n);
-    if (coded(p)) FSDP_TRY(bytes_room(&p->coded, &p->coded_bytes, bytes * (size_t)p->size));
-    aim_peer_gather(p, gathered(full, n, place, p->rank), full, n, place, p->coded, bytes);
-    FSDP_TRY(post_pieces(p, (unsigned char **)p->to, (unsigned char **)p->from, bytes, TAG_NOW, FSDP_TICKETS));
+    if (coded(p)) FSDP_TRY(bytes_room(&p->between.coded, &p->between.coded_bytes, bytes * (size_t)p->size));
+    aim_peer_gather(p, gathered(full, n, place, p->rank), full, n, place, p->between.coded, bytes);
+    FSDP_TRY(post_pieces(p, (unsigned char **)p->each.to, (unsigned char **)p->each.from, bytes, TAG_NOW, FSDP_TICKETS));
     FSDP_TRY(wait_pieces(p, FSDP_TICKETS));
-    decode_gather(p, full, n, place, p->coded, bytes);
+    decode_gather(p, full, n, place, p->between.coded, bytes);
     return FSDP_OK;
 }
 
@@ -193,7 +199,7 @@ static fsdp_status post_all_to_all(fsdp_pairs *p, const float *send, float *recv
                                    int tag, int which)
 {
     size_t bytes = fsdp_wire_bytes(p->wire->format, count);
-    unsigned char **out = (unsigned char **)p->to, **in = (unsigned char **)p->from;
+    unsigned char **out = (unsigned char **)p->each.to, **in = (unsigned char **)p->each.from;
     for (int q = 0; q < p->size; ++q) {
         out[q] = coded(p) ? block(buf, q, bytes) : (unsigned char *)(send + (size_t)q * count);
         in[q] = coded(p) ? block(buf, p->size + q, bytes) : (unsigned char *)(recv + (size_t)q * count);
@@ -212,18 +218,18 @@ static void decode_all_to_all(fsdp_pairs *p, fsdp_wire_format f, float *recv, si
 static fsdp_status peer_all_to_all(fsdp_pairs *p, const float *send, float *recv, size_t count)
 {
     if (coded(p))
-        FSDP_TRY(bytes_room(&p->coded, &p->coded_bytes, 2 * fsdp_wire_bytes(p->wire->format, count) * (size_t)p->size));
-    FSDP_TRY(post_all_to_all(p, send, recv, count, p->coded, TAG_NOW, FSDP_TICKETS));
+        FSDP_TRY(bytes_room(&p->between.coded, &p->between.coded_bytes, 2 * fsdp_wire_bytes(p->wire->format, count) * (size_t)p->size));
+    FSDP_TRY(post_all_to_all(p, send, recv, count, p->between.coded, TAG_NOW, FSDP_TICKETS));
     FSDP_TRY(wait_pieces(p, FSDP_TICKETS));
-    decode_all_to_all(p, p->wire->format, recv, count, p->coded);
+    decode_all_to_all(p, p->wire->format, recv, count, p->between.coded);
     return FSDP_OK;
 }
 
 static fsdp_status post_wait(fsdp_pairs *p, size_t off)
 {
     int n;
-    FSDP_TRY(post(p, off, TAG_NOW, p->req, &n));
-    mpiCheck(MPI_Waitall(n, p->req, MPI_STATUSES_IGNORE));
+    FSDP_TRY(post(p, off, TAG_NOW, p->each.req, &n));
+    mpiCheck(MPI_Waitall(n, p->each.req, MPI_STATUSES_IGNORE));
     return FSDP_OK;
 }
 
@@ -241,8 +247,8 @@ static fsdp_status exchange(fsdp_pairs *p, size_t count)
 static void aim_gather(fsdp_pairs *p, const float *shard, float *full, size_t n, const int *place)
 {
     for (int q = 0; q < p->size; ++q) {
-        p->to[q] = shard;
-        p->from[q] = full + (size_t)(place ? place[q] : q) * n;
+        p->each.to[q] = shard;
+        p->each.from[q] = full + (size_t)(place ? place[q] : q) * n;
     }
 }
 
@@ -252,8 +258,8 @@ static void aim_gather(fsdp_pairs *p, const float *shard, float *full, size_t n,
 static void aim_scatter(fsdp_pairs *p, const float *full, float *scratch, size_t n, size_t room)
 {
     for (int q = 0; q < p->size; ++q) {
-        p->to[q] = full + (size_t)q * n;
-        p->from[q] = q == p->rank ? NULL : scratch + (size_t)(q - (q > p->rank)) * room;
+        p->each.to[q] = full + (size_t)q * n;
+        p->each.from[q] = q == p->rank ? NULL : scratch + (size_t)(q - (q > p->rank)) * room;
     }
 }
 
@@ -261,8 +267,8 @@ static void aim_scatter(fsdp_pairs *p, const float *full, float *scratch, size_t
  * from from[q] + off (out may be own). */
 static void add_terms(fsdp_pairs *p, float *out, const float *own, size_t off, size_t k)
 {
-    for (int q = 0; q < p->size; ++q) p->terms[q] = q == p->rank ? own : p->from[q] + off;
-    fsdp_sum_rows(out, p->terms, p->size, 0, k);
+    for (int q = 0; q < p->size; ++q) p->each.terms[q] = q == p->rank ? own : p->each.from[q] + off;
+    fsdp_sum_rows(out, p->each.terms, p->size, 0, k);
 }
 
 static void copy_own(float *own, const float *shard, size_t n)
@@ -315,19 +321,19 @@ fsdp_status fsdp_pairs_all_reduce(fsdp_pairs *p, float *buf, size_t count)
          * rank's terms out; then the sums the other way. */
         for (int q = 0; q < p->size; ++q) {
             size_t a = fsdp_share_lo(k, q, p->size);
-            p->to[q] = b + a;
-            p->sc[q] = (int)(fsdp_share_lo(k, q + 1, p->size) - a);
-            p->from[q] = q == p->rank ? NULL : s + (size_t)(q - (q > p->rank)) * most;
-            p->rc[q] = (int)mine;
+            p->each.to[q] = b + a;
+            p->each.sc[q] = (int)(fsdp_share_lo(k, q + 1, p->size) - a);
+            p->each.from[q] = q == p->rank ? NULL : s + (size_t)(q - (q > p->rank)) * most;
+            p->each.rc[q] = (int)mine;
         }
         FSDP_TRY(post_wait(p, 0));
         add_terms(p, b + lo, b + lo, 0, mine);
         for (int q = 0; q < p->size; ++q) {
             size_t a = fsdp_share_lo(k, q, p->size);
-            p->to[q] = b + lo;
-            p->sc[q] = (int)mine;
-            p->from[q] = b + a;
-            p->rc[q] = (int)(fsdp_share_lo(k, q + 1, p->size) - a);
+            p->each.to[q] = b + lo;
+            p->each.sc[q] = (int)mine;
+            p->each.from[q] = b + a;
+            p->each.rc[q] = (int)(fsdp_share_lo(k, q + 1, p->size) - a);
         }
         FSDP_TRY(post_wait(p, 0));
     }
@@ -341,8 +347,8 @@ fsdp_status fsdp_pairs_all_to_all(fsdp_pairs *p, const float *send, float *recv,
         return peer_all_to_all(p, send, recv, count);
     }
     for (int q = 0; q < p->size; ++q) {
-        p->to[q] = send + (size_t)q * count;
-        p->from[q] = recv + (size_t)q * count;
+        p->each.to[q] = send + (size_t)q * count;
+        p->each.from[q] = recv + (size_t)q * count;
     }
     memcpy(recv + (size_t)p->rank * count, send + (size_t)p->rank * count, count * sizeof(float));
     return exchange(p, count);
@@ -361,10 +367,10 @@ fsdp_status fsdp_pairs_all_gather_start(fsdp_pairs *p, const float *shard, float
     copy_own(full + (size_t)(place ? place[p->rank] : p->rank) * n, shard, n);
     if (p->wire) {
         size_t bytes = fsdp_wire_bytes(p->wire->format, n);
-        fsdp_pairs_wired *w = &p->wired[slot];
+        fsdp_pairs_wired *w = &p->between.wired[slot];
         if (coded(p)) FSDP_TRY(bytes_room(&w->coded, &w->coded_bytes, bytes * (size_t)p->size));
         aim_peer_gather(p, shard, full, n, place, w->coded, bytes);
-        FSDP_TRY(post_pieces(p, (unsigned char **)p->to, (unsigned char **)p->from, bytes, TAG_STARTED, slot));
+        FSDP_TRY(post_pieces(p, (unsigned char **)p->each.to, (unsigned char **)p->each.from, bytes, TAG_STARTED, slot));
         w->kind = FSDP_PAIRS_GATHER;
         w->format = p->wire->format;
         w->n = n;
@@ -396,7 +402,7 @@ fsdp_status fsdp_pairs_all_to_all_start(fsdp_pairs *p, const float *send, float 
 {
     if (!p->wire) return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a started all-to-all between ranks of one machine");
     memcpy(recv + (size_t)p->rank * count, send + (size_t)p->rank * count, count * sizeof(float));
-    fsdp_pairs_wired *w = &p->wired[slot];
+    fsdp_pairs_wired *w = &p->between.wired[slot];
     if (coded(p))
         FSDP_TRY(bytes_room(&w->coded, &w->coded_bytes, 2 * fsdp_wire_bytes(p->wire->format, count) * (size_t)p->size));
     FSDP_TRY(post_all_to_all(p, send, recv, count, w->coded, TAG_STARTED, slot));
@@ -413,7 +419,7 @@ fsdp_status fsdp_pairs_complete(fsdp_pairs *p, int slot)
     p->nstarted[slot] = 0;
     if (n) mpiCheck(MPI_Waitall(n, p->started + (size_t)slot * 2 * (size_t)p->size, MPI_STATUSES_IGNORE));
     if (p->wire) FSDP_TRY(wait_pieces(p, slot));
-    fsdp_pairs_wired *w = &p->wired[slot];
+    fsdp_pairs_wired *w = &p->between.wired[slot];
     if (w->kind == FSDP_PAIRS_GATHER && w->format != FSDP_WIRE_FP32) {
         size_t bytes = fsdp_wire_bytes(w->format, w->n);
         for (int q = 0; q < p->size; ++q)

@@ -60,26 +60,36 @@ typedef struct fsdp_pairs_wired {
     const int *place;
 } fsdp_pairs_wired;
 
+/* Per rank of the communicator, the exchange under way. */
+typedef struct fsdp_pairs_each {
+    const float **to;        /* what goes to it */
+    float **from;            /* where what comes from it lands */
+    int *sc, *rc;            /* floats sent to it, received from it */
+    const float **terms;     /* its term of a sum */
+    MPI_Request *req;        /* 2 per rank: a blocking exchange */
+} fsdp_pairs_each;
+
+/* Between machines: the encoded parts and the messages that carry them. */
+typedef struct fsdp_pairs_between {
+    unsigned char *coded;    /* encoded parts: this rank's, then the others' (a blocking exchange) */
+    size_t coded_bytes;
+    MPI_Request *pieces[FSDP_TICKETS + 1];   /* per ticket slot, and blocking */
+    size_t pieces_cap[FSDP_TICKETS + 1];
+    int npieces[FSDP_TICKETS + 1];
+    fsdp_pairs_wired wired[FSDP_TICKETS];   /* per ticket slot */
+} fsdp_pairs_between;
+
 typedef struct fsdp_pairs {
     MPI_Comm comm;
     int rank, size;
     size_t limit;            /* most floats in one message */
-    const float **to;        /* per rank: what goes to it */
-    float **from;            /* per rank: where what comes from it lands */
-    int *sc, *rc;            /* per rank: floats sent to it, received from it */
-    const float **terms;     /* per rank: its term of a sum */
-    MPI_Request *req;        /* 2 per rank: a blocking exchange */
+    fsdp_pairs_each each;
     MPI_Request *started;    /* 2 per rank for each ticket slot */
     int nstarted[FSDP_TICKETS];
     float *scratch[2];
     size_t scratch_floats[2];
     fsdp_wire *wire;         /* between machines: the format, and the bytes counted (NULL: neither) */
-    unsigned char *coded;    /* encoded parts: this rank's, then the others' (a blocking exchange) */
-    size_t coded_bytes;
-    MPI_Request *pieces[FSDP_TICKETS + 1];   /* between machines: per ticket slot, and blocking */
-    size_t pieces_cap[FSDP_TICKETS + 1];
-    int npieces[FSDP_TICKETS + 1];
-    fsdp_pairs_wired wired[FSDP_TICKETS];   /* per ticket slot */
+    fsdp_pairs_between between;
     struct {                 /* the started reduce-scatter whose terms are still to add */
         int live, slot;
         const float *full;

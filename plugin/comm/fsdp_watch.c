@@ -6,7 +6,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "fsdp_hang.h"
 #include "fsdp_quiet.h"
+#include "fsdp_ring.h"
 #include "fsdp_watch.h"
 
 /* What the main thread is waiting in; written by it, read by the watcher. */
@@ -25,6 +27,15 @@ static int running;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int stopping;
+/* The main thread's: the ring's slot of the call in flight, and the
+ * seconds spent in watched calls so far (fsdp_watch_seconds). */
+static int ring_slot = -1;
+static double inside_s;
+static const char *call_what;
+static const void *call_buf;
+static uint64_t call_bytes;
+static fsdp_watch_observer_fn observer;
+static void *observer_ctx;
 
 static double clock_s(void)
 {
@@ -44,16 +55,38 @@ fsdp_status fsdp_watch_parse(const char *text, double *seconds)
     return FSDP_OK;
 }
 
-void fsdp_watch_enter(const char *what, const void *buf)
+/* Into the flight recorder too, with where the call is (the describer's
+ * words) and its bytes. */
+static void enter_bytes(const char *what, const void *buf, uint64_t bytes)
 {
+    char where[96] = "";
+    if (describe && fsdp_ring_on()) describe(describe_ctx, buf, where, sizeof where);
+    ring_slot = fsdp_ring_begin(what, bytes, where);
+    call_what = what;
+    call_buf = buf;
+    call_bytes = bytes;
     atomic_store(&now.buf, buf);
     atomic_store(&now.since, clock_s());
     atomic_store(&now.what, what);
 }
 
-void fsdp_watch_leave(void)
+static void leave_status(fsdp_status s)
 {
     atomic_store(&now.what, NULL);
+    double t0 = atomic_load(&now.since), t1 = clock_s();
+    inside_s += t1 - t0;
+    if (observer) observer(observer_ctx, call_what, call_buf, call_bytes, t0, t1);
+    fsdp_ring_end(ring_slot, s == FSDP_OK);
+    ring_slot = -1;
+}
+
+void fsdp_watch_enter(const char *what, const void *buf) { enter_bytes(what, buf, 0); }
+void fsdp_watch_leave(void) { leave_status(FSDP_OK); }
+double fsdp_watch_seconds(void) { return inside_s; }
+void fsdp_watch_observe(fsdp_watch_observer_fn fn, void *ctx)
+{
+    observer = fn;
+    observer_ctx = ctx;
 }
 
 /* msg: n characters as snprintf counted them into cap bytes. */
@@ -61,6 +94,8 @@ static void say_and_exit(const char *msg, int n, size_t cap)
 {
     fsdp_quiet_failed();   /* stderr is the rank's own again */
     if (n > 0) (void)!write(2, msg, (size_t)n < cap ? (size_t)n : cap - 1);
+    fsdp_ring_dump();
+    if (fsdp_ring_stem()) fsdp_hang_report(fsdp_ring_stem(), fsdp_ring_world());
     /* MPI may only be called from the main thread, which is stuck: leave
      * without it; the launcher sees a rank end non-zero and stops the rest. */
     _exit(1);
@@ -112,6 +147,7 @@ static void *watch(void *arg)
         if (t.tv_nsec >= 1000000000) { t.tv_sec += 1; t.tv_nsec -= 1000000000; }
         pthread_cond_timedwait(&wake, &lock, &t);
         if (!stopping) check_probe();
+        fsdp_ring_beat();
         const char *what = atomic_load(&now.what);
         if (!what || stopping) continue;
         double waited = clock_s() - atomic_load(&now.since);
@@ -149,11 +185,12 @@ void fsdp_watch_stop(void)
 
 /* ---- the watched backends -------------------------------------------------- */
 
-#define WATCHED(name, buf, call)                  \
+#define WATCHED(name, buf, call) WATCHED_BYTES(name, buf, 0, call)
+#define WATCHED_BYTES(name, buf, bytes, call)     \
     do {                                          \
-        fsdp_watch_enter(name, buf);              \
+        enter_bytes(name, buf, bytes);            \
         fsdp_status s_ = (call);                  \
-        fsdp_watch_leave();                       \
+        leave_status(s_);                         \
         return s_;                                \
     } while (0)
 
@@ -161,7 +198,7 @@ void fsdp_watch_stop(void)
 
 static fsdp_status w_broadcast(fsdp_ctl *h, void *buf, size_t bytes, int root)
 {
-    WATCHED("broadcast", buf, fsdp_ctl_broadcast(CTL(h), buf, bytes, root));
+    WATCHED_BYTES("broadcast", buf, bytes, fsdp_ctl_broadcast(CTL(h), buf, bytes, root));
 }
 static fsdp_status w_min_max(fsdp_ctl *h, uint64_t v, uint64_t *lo, uint64_t *hi)
 {
@@ -190,18 +227,20 @@ static void w_ctl_free(fsdp_ctl *h)
 }
 
 #define COLL(b) ((fsdp_coll *)(b)->ctx)
+/* The ring's bytes of an all-gather or reduce-scatter: its full buffer's. */
+#define FULL_BYTES(b, n) ((uint64_t)(n) * (uint64_t)(b)->world * sizeof(float))
 
 static fsdp_status w_all_gather(fsdp_coll *b, const float *shard, float *full, size_t n)
 {
-    WATCHED("all-gather", full, fsdp_coll_all_gather(COLL(b), shard, full, n));
+    WATCHED_BYTES("all-gather", full, FULL_BYTES(b, n), fsdp_coll_all_gather(COLL(b), shard, full, n));
 }
 static fsdp_status w_reduce_scatter(fsdp_coll *b, const float *full, float *shard, size_t n)
 {
-    WATCHED("reduce-scatter", full, fsdp_coll_reduce_scatter(COLL(b), full, shard, n));
+    WATCHED_BYTES("reduce-scatter", full, FULL_BYTES(b, n), fsdp_coll_reduce_scatter(COLL(b), full, shard, n));
 }
 static fsdp_status w_all_reduce(fsdp_coll *b, float *buf, size_t n)
 {
-    WATCHED("all-reduce", buf, fsdp_coll_all_reduce(COLL(b), buf, n));
+    WATCHED_BYTES("all-reduce", buf, n * sizeof(float), fsdp_coll_all_reduce(COLL(b), buf, n));
 }
 static fsdp_status w_node_alloc(fsdp_coll *b, size_t n, float **out)
 {
@@ -232,12 +271,12 @@ static fsdp_status note_start(fsdp_status s, const char *what, const void *buf, 
 }
 static fsdp_status w_all_gather_start(fsdp_coll *b, const float *shard, float *full, size_t n, int *ticket)
 {
-    WATCHED("all-gather", full,
+    WATCHED_BYTES("all-gather", full, FULL_BYTES(b, n),
             note_start(fsdp_coll_all_gather_start(COLL(b), shard, full, n, ticket), "all-gather", full, ticket));
 }
 static fsdp_status w_reduce_scatter_start(fsdp_coll *b, const float *full, float *shard, size_t n, int *ticket)
 {
-    WATCHED("reduce-scatter", full,
+    WATCHED_BYTES("reduce-scatter", full, FULL_BYTES(b, n),
             note_start(fsdp_coll_reduce_scatter_start(COLL(b), full, shard, n, ticket), "reduce-scatter",
                        full, ticket));
 }

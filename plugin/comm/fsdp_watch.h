@@ -8,6 +8,10 @@
  * process with a non-zero status, which makes the launcher stop every rank.
  * The stopped rank itself is killed by the launcher.
  *
+ * Every watched call also goes into the flight recorder (fsdp_ring.h),
+ * and a watchdog that fires writes the ring and, where the rings are in
+ * files, the job's one-line summary (fsdp_hang.h).
+ *
  * The default, 600 s, is PyTorch's default for NCCL process groups: far
  * above any one collective or weights-file save of a healthy run, short
  * enough that a hung job gives its machines back the same hour.  0 turns
@@ -44,6 +48,15 @@ double fsdp_watch_timeout(void);
  * watcher's lock: after the call the old probe is never called again). */
 typedef int (*fsdp_watch_probe_fn)(void *ctx, double timeout_s, char *why, size_t n);
 void fsdp_watch_probe(fsdp_watch_probe_fn check, void *ctx);
+/* The seconds the calling (main) thread has spent in watched calls so far:
+ * what a step waited for other ranks and moved (fsdp_straggle.h). */
+double fsdp_watch_seconds(void);
+/* Each watched call as it returns (main thread): what, its buffer, its
+ * bytes (a full buffer's for all-gathers and reduce-scatters, 0 for a
+ * wait), and when (fsdp_tl_clock's seconds).  One observer; NULL: none. */
+typedef void (*fsdp_watch_observer_fn)(void *ctx, const char *what, const void *buf, uint64_t bytes, double t0,
+                                       double t1);
+void fsdp_watch_observe(fsdp_watch_observer_fn fn, void *ctx);
 /* *ctl and *coll (either may be NULL) become host control and buffer
  * collectives whose every call is watched; each owns the one it replaces
  * (freed with it) and takes its name, rank, world (and memory kind and

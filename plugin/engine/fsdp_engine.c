@@ -626,6 +626,7 @@ static const char *op_event(fsdp_op_kind k)
     switch (k) {
     case FSDP_OP_UNSHARD: return "gather";
     case FSDP_OP_PREFETCH: return "prefetch";
+    case FSDP_OP_RECOMPUTE: return "recompute";
     case FSDP_OP_REDUCE: return "reduce";
     case FSDP_OP_SETTLE: return "settle";
     case FSDP_OP_STEP: return "step";

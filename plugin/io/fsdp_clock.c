@@ -8,8 +8,9 @@
 #include <time.h>
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
-#include "fsdp_manifest.h"
 #include "fsdp_env.h"
+#include "fsdp_manifest.h"
+#include "fsdp_timeline.h"
 
 typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
@@ -18,11 +19,12 @@ struct fsdp_clock {
     fsdp_clock_opts o;        /* its folder and name: copies this clock owns */
     clock_state state;
     double next_due;          /* rank 0: monotonic seconds */
-    /* the checkpoint in flight */
-    long step;
-    uint64_t seen, run_id;
-    char *dir, *path;
-    double stall_s;
+    struct {                  /* the checkpoint in flight */
+        long step;            /* Darknet's iteration it holds */
+        uint64_t seen, run_id;
+        char *dir, *path;     /* its step's folder, and this rank's file in it */
+        double stall_s;       /* how long the step that took it stopped */
+    } flight;
     /* the snapshot and its writer */
     unsigned char *snap;
     size_t snap_bytes;
@@ -33,7 +35,7 @@ struct fsdp_clock {
     atomic_int writer_busy;
     int writer_rc;
     uint64_t file_bytes, file_sum;
-    double write_s;
+    double write_t0, write_s;   /* the writer's start (monotonic) and seconds */
     char why[512];
 };
 
@@ -98,7 +100,8 @@ static void *writer(void *arg)
 {
     fsdp_clock *c = arg;
     double t0 = now_s();
-    c->writer_rc = fsdp_ckpt_image_store(c->path, c->snap, c->snap_bytes, &c->file_sum, c->why, sizeof c->why);
+    c->write_t0 = t0;
+    c->writer_rc = fsdp_ckpt_image_store(c->flight.path, c->snap, c->snap_bytes, &c->file_sum, c->why, sizeof c->why);
     c->file_bytes = c->snap_bytes;
     c->write_s = now_s() - t0;
     atomic_store(&c->writer_busy, 0);
@@ -107,9 +110,9 @@ static void *writer(void *arg)
 
 static void clear_flight(fsdp_clock *c)
 {
-    free(c->dir);
-    free(c->path);
-    c->dir = c->path = NULL;
+    free(c->flight.dir);
+    free(c->flight.path);
+    c->flight.dir = c->flight.path = NULL;
 }
 
 /* Every rank: its file of the checkpoint at this step, written by its
@@ -119,35 +122,35 @@ static fsdp_status start(fsdp_clock *c, network *net)
     FSDP_ASSERT(c->state == CLOCK_IDLE, "clock start: IDLE");
     const fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
     double t0 = now_s();
-    c->step = (long)get_current_batch(net);
+    c->flight.step = (long)get_current_batch(net);
     /* An earlier attempt of the run may have left this step's folder
      * (its MANIFEST, another world's files): gone before any rank writes
      * there, which the broadcast below orders. */
-    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->step);
-    FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
-    c->seen = (uint64_t)*net->seen;
-    c->dir = fsdp_manifest_step_dir(c->o.folder, c->step);
-    size_t n = c->dir ? strlen(c->dir) + strlen(c->o.name) + 48 : 0;
-    c->path = n ? malloc(n) : NULL;
-    fsdp_status s = c->path ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->flight.step);
+    FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->flight.run_id));
+    c->flight.seen = (uint64_t)*net->seen;
+    c->flight.dir = fsdp_manifest_step_dir(c->o.folder, c->flight.step);
+    size_t n = c->flight.dir ? strlen(c->flight.dir) + strlen(c->o.name) + 48 : 0;
+    c->flight.path = n ? malloc(n) : NULL;
+    fsdp_status s = c->flight.path ? FSDP_OK : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (s == FSDP_OK) {
-        snprintf(c->path, n, "%s/%s.fsdp-%d-of-%d", c->dir, c->o.name, ctl->rank, ctl->world);
+        snprintf(c->flight.path, n, "%s/%s.fsdp-%d-of-%d", c->flight.dir, c->o.name, ctl->rank, ctl->world);
         /* Each rank makes the folders it writes into (one machine's
          * mkdir may race another's: EEXIST is theirs). */
-        if ((mkdir(c->o.folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->dir, 0755) != 0 && errno != EEXIST))
-            s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->dir, strerror(errno));
+        if ((mkdir(c->o.folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->flight.dir, 0755) != 0 && errno != EEXIST))
+            s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->flight.dir, strerror(errno));
     }
     if (s == FSDP_OK && c->foreground) {
         c->writer_rc = 0;
-        s = fsdp_ckpt_self_write(c->e, net, c->run_id, c->path, &c->file_bytes, &c->file_sum);
+        s = fsdp_ckpt_self_write(c->e, net, c->flight.run_id, c->flight.path, &c->file_bytes, &c->file_sum);
         if (s != FSDP_OK) {
             c->writer_rc = -1;
-            snprintf(c->why, sizeof c->why, "%s: not written", c->path);
+            snprintf(c->why, sizeof c->why, "%s: not written", c->flight.path);
             s = FSDP_OK;   /* told to every rank when the checkpoint completes */
         }
         c->write_s = now_s() - t0;
     } else if (s == FSDP_OK) {
-        s = fsdp_ckpt_self_image(c->e, net, c->run_id, c->snap);
+        s = fsdp_ckpt_self_image(c->e, net, c->flight.run_id, c->snap);
         if (s == FSDP_OK) {
             atomic_store(&c->writer_busy, 1);
             int rc = pthread_create(&c->thread, NULL, writer, c);
@@ -159,7 +162,10 @@ static fsdp_status start(fsdp_clock *c, network *net)
             }
         }
     }
-    c->stall_s = now_s() - t0;
+    c->flight.stall_s = now_s() - t0;
+    /* The step's time line (-fsdp-log-events, -fsdp-trace): the stop, with the file's bytes. */
+    fsdp_tl_add(fsdp_engine_timeline(c->e), c->foreground ? "write" : "snapshot", -1, t0, t0 + c->flight.stall_s,
+                c->foreground ? c->file_bytes : c->snap_bytes, 0);
     if (s != FSDP_OK) {
         clear_flight(c);
         return s;
@@ -174,11 +180,14 @@ static fsdp_status complete(fsdp_clock *c)
 {
     FSDP_ASSERT(c->state == CLOCK_WRITING, "clock complete: WRITING");
     fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
-    if (c->thread_live) pthread_join(c->thread, NULL);
+    if (c->thread_live) {
+        pthread_join(c->thread, NULL);
+        fsdp_tl_add(fsdp_engine_timeline(c->e), "write", -1, c->write_t0, c->write_t0 + c->write_s, c->file_bytes, 0);
+    }
     c->thread_live = 0;
     c->state = CLOCK_IDLE;
     fsdp_status s = c->writer_rc == 0 ? FSDP_OK
-                                      : fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", c->path, c->why);
+                                      : fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", c->flight.path, c->why);
     s = fsdp_ctl_all_ok(ctl, s, FSDP_ERR_IO, "could not write its checkpoint file");
     uint64_t *v = s == FSDP_OK ? calloc(2 * (size_t)ctl->world, sizeof *v) : NULL;
     if (s == FSDP_OK && !v) s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
@@ -189,14 +198,14 @@ static fsdp_status complete(fsdp_clock *c)
     }
     fsdp_status w = FSDP_OK;
     if (s == FSDP_OK && ctl->rank == 0) {
-        fsdp_manifest m = { c->run_id, c->seen, c->step, ctl->world, v, v + ctl->world };
-        w = fsdp_manifest_write(c->dir, c->o.name, &m);
+        fsdp_manifest m = { c->flight.run_id, c->flight.seen, c->flight.step, ctl->world, v, v + ctl->world };
+        w = fsdp_manifest_write(c->flight.dir, c->o.name, &m);
         if (w == FSDP_OK) {
-            fsdp_manifest_prune(c->o.folder, c->step, c->o.keep);
+            fsdp_manifest_prune(c->o.folder, c->flight.step, c->o.keep);
             uint64_t all = 0;
             for (int r = 0; r < ctl->world; ++r) all += v[r];
             fprintf(stderr, "fsdp: checkpoint %s complete: %d files, %.1f MB; the step stopped %.3f s, the "
-                    "file was written %s in %.2f s\n", c->dir, ctl->world, all / 1e6, c->stall_s,
+                    "file was written %s in %.2f s\n", c->flight.dir, ctl->world, all / 1e6, c->flight.stall_s,
                     c->foreground ? "in the foreground" : "in the background", c->write_s);
         }
     }

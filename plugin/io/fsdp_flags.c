@@ -13,7 +13,16 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-log", "FILE", "rank 0 writes one JSON line per training step (loss, lr, images/s, bytes, RSS)", NULL,
       VALUE(log), NULL, 0 },
     { "-fsdp-log-events", NULL, "with -fsdp-log: each line also lists when the step's gathers, reduces, optimizer steps "
-      "and exchanges between machines ran", NULL, VALUE(log_events), NULL, 0 },
+      "and exchanges between machines ran, and each window's last line every rank's compute seconds", NULL,
+      VALUE(log_events), NULL, 0 },
+    { "-fsdp-trace", "FILE", "rank 0 writes a window of steps (-fsdp-trace-steps) as a trace that Perfetto and "
+      "chrome://tracing open: every rank's compute, step plan and collectives, with bytes and memory", NULL,
+      VALUE(trace), NULL, 0 },
+    { "-fsdp-trace-steps", "FIRST-LAST", "with -fsdp-trace: the steps it holds (N: 1-N); rank 0 writes the file when "
+      "the last has run, or at exit", FSDP_STR(FSDP_TRACE_FIRST_STEP) "-" FSDP_STR(FSDP_TRACE_LAST_STEP),
+      VALUE(trace_steps), NULL, 0 },
+    { "-fsdp-straggler-window", "STEPS", "the ranks share each one's compute seconds every STEPS steps; rank 0 names a "
+      "rank at 1.25x the median or more (0: off)", FSDP_STR(FSDP_STRAGGLE_WINDOW), VALUE(straggler_window), NULL, 0 },
     { "-fsdp-backend", "mpi|mpi-staged|nccl", "the collectives: mpi on the host; on a GPU nccl (one GPU per rank) or "
       "mpi-staged (MPI through host memory)", "mpi on the host, nccl on a GPU", VALUE(backend), NULL, 0 },
     { "-fsdp-timeout", "SECONDS", "a collective that waits this long for another rank stops every rank (0: never)",

@@ -7,6 +7,12 @@
 #include <stdio.h>
 #include "fsdp.h"
 
+/* -fsdp-trace-steps' and -fsdp-straggler-window's defaults, which the
+ * table states and report/ (fsdp_observe.c) applies. */
+#define FSDP_TRACE_FIRST_STEP 1
+#define FSDP_TRACE_LAST_STEP 20
+#define FSDP_STRAGGLE_WINDOW 10
+
 /* What the command line asked of the plugin; NULL / 0 when not given. */
 typedef struct fsdp_flags {
     const char *stats;     /* -fsdp-stats FILE */
@@ -23,6 +29,9 @@ typedef struct fsdp_flags {
     int resume;            /* -fsdp-resume */
     int resume_auto;       /* -fsdp-resume auto */
     int keep_batch;        /* -fsdp-keep-batch */
+    const char *trace;     /* -fsdp-trace FILE (fsdp_trace.h) */
+    const char *trace_steps;   /* -fsdp-trace-steps FIRST-LAST */
+    const char *straggler_window;   /* -fsdp-straggler-window STEPS (fsdp_straggle.h) */
     int help;              /* -fsdp-help */
     int help_md;           /* -fsdp-help md */
 } fsdp_flags;

@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include "fsdp_log.h"
 
-static unsigned long long rss_bytes(void)
+unsigned long long fsdp_rss_bytes(void)
 {
     unsigned long long size = 0, resident = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -66,11 +66,24 @@ static void write_events(FILE *f, const fsdp_timeline *tl, double t)
     for (int k = 0; k < tl->n; ++k) {
         const fsdp_tl_event *v = &tl->ev[k];
         fprintf(f, "%s[\"%s\", %d, %.6f, ", k ? ", " : "", v->what, v->group, v->t0);
-        if (v->t1 >= 0) fprintf(f, "%.6f", v->t1);
+        if (!v->open) fprintf(f, "%.6f", v->t1);
         else fputs("null", f);
         fprintf(f, ", %llu, %llu]", (unsigned long long)v->wire_out, (unsigned long long)v->wire_in);
     }
     fprintf(f, "], \"events_dropped\": %d", tl->dropped);
+}
+
+/* "compute_s": every rank's compute seconds of each step of the window
+ * that ended at this step (fsdp_straggle.h). */
+static void write_compute(FILE *f, const fsdp_straggle *s)
+{
+    fprintf(f, ", \"compute_steps\": [%zu, %zu], \"compute_s\": [", s->first, s->first + (size_t)s->window - 1);
+    for (int r = 0; r < s->world; ++r) {
+        fputs(r ? ", [" : "[", f);
+        for (int k = 0; k < s->window; ++k) fprintf(f, "%s%.6f", k ? ", " : "", s->rows[(size_t)r * s->window + k]);
+        fputc(']', f);
+    }
+    fputc(']', f);
 }
 
 fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes, fsdp_timeline *tl)
@@ -86,8 +99,9 @@ fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t 
                 "\"images_per_s\": %.2f, \"images\": %zu, \"bytes\": %llu, \"rss_bytes\": %llu, "
                 "\"world\": %d, \"max_batches\": %d",
                 step, loss, l->avg_loss, get_current_rate((network *)net), dt, ips, *net->seen,
-                (unsigned long long)(bytes - l->bytes_last), rss_bytes(), l->world, net->max_batches);
+                (unsigned long long)(bytes - l->bytes_last), fsdp_rss_bytes(), l->world, net->max_batches);
         if (tl && tl->on) write_events(l->f, tl, t);
+        if (l->straggle && l->straggle->fresh) write_compute(l->f, l->straggle);
         fputs("}\n", l->f);
         if (fflush(l->f) != 0 || ferror(l->f)) {
             fsdp_status s = fsdp_fail(FSDP_ERR_IO, "-fsdp-log %s: cannot write it", l->path);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include "darknet.h"
 #include "fsdp.h"
+#include "fsdp_straggle.h"
 #include "fsdp_timeline.h"
 
 typedef struct fsdp_log {
@@ -20,6 +21,7 @@ typedef struct fsdp_log {
     uint64_t bytes_last;     /* collective bytes counted up to the last step */
     double avg_loss;
     int steps;
+    const fsdp_straggle *straggle;   /* each window's compute seconds, on its last step's line; NULL: none */
 } fsdp_log;
 
 /* Rank 0: will log to PATH (NULL: progress lines only). */
@@ -32,6 +34,8 @@ fsdp_status fsdp_log_start(fsdp_log *l, uint64_t bytes, double t);
  * the step's events, written into the line and cleared. */
 fsdp_status fsdp_log_step(fsdp_log *l, const network *net, float loss, uint64_t bytes, fsdp_timeline *tl);
 void fsdp_log_close(fsdp_log *l);
+/* This process's resident memory now (bytes; 0 where unknown). */
+unsigned long long fsdp_rss_bytes(void);
 
 /* Rank 0, after -fsdp-resume loaded WEIGHTS' shard checkpoints on WORLD
  * ranks: what was loaded (step, files, the world they were written on). */

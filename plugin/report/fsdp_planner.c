@@ -237,6 +237,15 @@ static fsdp_status fit_budget(const char *cfg, int batch, int sub0, long max_wor
     return FSDP_OK;
 }
 
+/* One cell of the table: the peak, and in brackets its model state and step buffers. */
+static void print_cell(FILE *out, const fsdp_mem_prediction *p)
+{
+    char node[48] = "", pss[32] = "";
+    if (p->node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p->node_shared / 1e6);
+    if (p->node_shared) snprintf(pss, sizeof pss, "; PSS %.1f", p->pss / 1e6);
+    fprintf(out, " %.1f (%.1f + %s%.1f%s) |", p->peak / 1e6, p->model_state / 1e6, node, p->step_buffers / 1e6, pss);
+}
+
 fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks, FILE *out)
 {
     char *end = NULL;
@@ -276,10 +285,7 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char 
                 return st;
             }
             if (s == FSDP_SHARD_FULL) full = p.peak / 1e6;
-            char node[48] = "", pss[32] = "";
-            if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
-            if (p.node_shared) snprintf(pss, sizeof pss, "; PSS %.1f", p.pss / 1e6);
-            fprintf(out, " %.1f (%.1f + %s%.1f%s) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6, pss);
+            print_cell(out, &p);
         }
         fprintf(out, "\n");
     }

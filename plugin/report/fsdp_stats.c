@@ -73,43 +73,17 @@ static void write_hosts(FILE *f, const fsdp_stats_sources *src)
     fputs("],\n", f);
 }
 
-fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
+/* The totals after the groups: bytes, batch norm's checks, the machines,
+ * set-up time and memory, measured and predicted. */
+static void write_totals(FILE *f, const fsdp_stats_sources *src)
 {
     const fsdp_engine *e = src->e;
     const fsdp_tally *t = fsdp_engine_tally(e);
     const fsdp_mem_prediction *p = src->predicted;
-    const fsdp_ctl *ctl = fsdp_engine_ctl(e);
-    const fsdp_coll *coll = fsdp_engine_coll(e);
     fsdp_engine_memory mem = fsdp_engine_memory_of(e);
-    int ngroups = fsdp_engine_nflats(e) / 2, steps = fsdp_engine_steps(e);
-    fsdp_group_tally *plan = calloc((size_t)ngroups + 1, sizeof *plan);
-    if (!plan) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    fsdp_status ps = fsdp_memplan_step_bytes(e, fsdp_engine_net(e)->subdivisions, plan);
-    if (ps != FSDP_OK) {
-        free(plan);
-        return ps;
-    }
-    char *tmp = malloc(strlen(path) + 5);
-    if (!tmp) {
-        free(plan);
-        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    }
-    sprintf(tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        free(tmp);
-        free(plan);
-        return fsdp_fail(FSDP_ERR_IO, "cannot write the stats file %s", path);
-    }
+    int steps = fsdp_engine_steps(e);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(f, "{\"world\": %d, \"strategy\": \"%s\", \"backend\": \"%s\", \"steps\": %d,\n \"groups\": [",
-            ctl->world, fsdp_strategy_str(fsdp_engine_cfg(e)->strategy), coll ? coll->name : ctl->name, steps);
-    for (int g = 0; g < ngroups; ++g) {
-        fputs(g ? ",\n  " : "\n  ", f);
-        write_group(f, src, g, &plan[g]);
-    }
-    free(plan);
     fprintf(f, "],\n \"bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, \"all_reduce\": %llu, "
             "\"broadcast\": %llu, \"setup_all_gather\": %llu, \"checkpoint_all_gather\": %llu, \"bn_all_reduce\": %llu},\n"
             " \"bn_rolling\": {\"checks\": %d, \"differ\": %d},\n",
@@ -117,6 +91,7 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             (unsigned long long)t->bcast, (unsigned long long)mem.stage_gather_bytes, (unsigned long long)t->ckpt,
             (unsigned long long)src->bn->bytes, src->bn->rolling_checks, src->bn->rolling_differ);
     write_hosts(f, src);
+    if (src->straggle) fsdp_straggle_write_stats(f, src->straggle);
     fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"predicted_pss_bytes\": %zu,\n",
             src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, p->pss);
     fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
@@ -131,6 +106,37 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             mem.pool_footprint, p->peak, mem.acts_transient, mem.acts_bytes, mem.deltas_pooled,
             mem.delta_pool_bytes, mem.recompute_groups, mem.recompute_bytes, p->fixed, p->activations,
             p->build, p->setup, p->model_state, p->node_shared, p->step_buffers, p->collective_scratch);
+}
+
+/* The file's text into f: the run, each group beside its plan, the totals. */
+static void write_text(FILE *f, const fsdp_stats_sources *src, const fsdp_group_tally *plan)
+{
+    const fsdp_engine *e = src->e;
+    const fsdp_ctl *ctl = fsdp_engine_ctl(e);
+    const fsdp_coll *coll = fsdp_engine_coll(e);
+    int ngroups = fsdp_engine_nflats(e) / 2;
+    fprintf(f, "{\"world\": %d, \"strategy\": \"%s\", \"backend\": \"%s\", \"steps\": %d,\n \"groups\": [",
+            ctl->world, fsdp_strategy_str(fsdp_engine_cfg(e)->strategy), coll ? coll->name : ctl->name,
+            fsdp_engine_steps(e));
+    for (int g = 0; g < ngroups; ++g) {
+        fputs(g ? ",\n  " : "\n  ", f);
+        write_group(f, src, g, &plan[g]);
+    }
+    write_totals(f, src);
+}
+
+/* PATH.tmp written, then renamed over PATH: whole or not at all. */
+static fsdp_status write_file(const fsdp_stats_sources *src, const fsdp_group_tally *plan, const char *path)
+{
+    char *tmp = malloc(strlen(path) + 5);
+    if (!tmp) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    sprintf(tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        free(tmp);
+        return fsdp_fail(FSDP_ERR_IO, "cannot write the stats file %s", path);
+    }
+    write_text(f, src, plan);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {
@@ -140,4 +146,16 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
     }
     free(tmp);
     return FSDP_OK;
+}
+
+fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
+{
+    const fsdp_engine *e = src->e;
+    int ngroups = fsdp_engine_nflats(e) / 2;
+    fsdp_group_tally *plan = calloc((size_t)ngroups + 1, sizeof *plan);
+    if (!plan) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = fsdp_memplan_step_bytes(e, fsdp_engine_net(e)->subdivisions, plan);
+    if (s == FSDP_OK) s = write_file(src, plan, path);
+    free(plan);
+    return s;
 }

@@ -1,0 +1,56 @@
+/* What -fsdp-stats measures while the run goes (fsdp_meter.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "fsdp_meter.h"
+
+/* The process's CPU time so far, every thread's, user and system. */
+static uint64_t cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+fsdp_status fsdp_meter_open(fsdp_meter *m, const char *path)
+{
+    if (path && !(m->path = strdup(path))) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    return FSDP_OK;
+}
+
+void fsdp_meter_built(fsdp_meter *m)
+{
+    m->setup_cpu_us = cpu_us();
+}
+
+fsdp_status fsdp_meter_step(fsdp_meter *m, const fsdp_engine *e)
+{
+    if (fsdp_engine_steps(e) == 1) {
+        uint64_t lo, hi;
+        FSDP_TRY(fsdp_ctl_min_max_u64(fsdp_engine_ctl(e), m->setup_cpu_us, &lo, &hi));
+        m->setup_cpu_s[0] = lo / 1e6;
+        m->setup_cpu_s[1] = hi / 1e6;
+    }
+    if (m->path && fsdp_engine_ctl(e)->rank == 0) {
+        size_t pss = fsdp_memplan_pss();
+        if (pss > m->peak_pss) m->peak_pss = pss;
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_meter_write(fsdp_meter *m, const fsdp_engine *e, const fsdp_hosts *hosts,
+                             const fsdp_mem_prediction *predicted, const fsdp_straggle *straggle)
+{
+    if (!m->path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || m->written) return FSDP_OK;
+    m->written = 1;
+    fsdp_stats_sources src = { e, fsdp_engine_bn(e), hosts, predicted, m->peak_pss,
+                               { m->setup_cpu_s[0], m->setup_cpu_s[1] }, .straggle = straggle };
+    return fsdp_write_stats(&src, m->path);
+}
+
+void fsdp_meter_free(fsdp_meter *m)
+{
+    free(m->path);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,30 @@
+/* fsdp_meter.h: what -fsdp-stats measures while the run goes (set-up CPU
+ * time, rank 0's PSS) and when it writes the file (fsdp_stats.h): once,
+ * on rank 0, while the groups still exist. */
+#ifndef FSDP_METER_H
+#define FSDP_METER_H
+
+#include "fsdp_stats.h"
+
+typedef struct fsdp_meter {
+    char *path;              /* -fsdp-stats FILE; NULL: no stats file */
+    int written;             /* the file is written once */
+    uint64_t setup_cpu_us;   /* this rank's CPU time when the network was built and sharded */
+    double setup_cpu_s[2];   /* its least and most over the ranks, agreed at the first step */
+    size_t peak_pss;         /* rank 0 with a stats file: its largest PSS at a step's end */
+} fsdp_meter;
+
+/* path: -fsdp-stats's value, or NULL. */
+fsdp_status fsdp_meter_open(fsdp_meter *m, const char *path);
+/* The network is built and sharded: set-up ends now. */
+void fsdp_meter_built(fsdp_meter *m);
+/* Collective at the end of each of the engine's training steps: every
+ * rank's set-up time after the first, rank 0's PSS. */
+fsdp_status fsdp_meter_step(fsdp_meter *m, const fsdp_engine *e);
+/* Rank 0 writes the file, if asked for and not yet written; straggle:
+ * each rank's compute seconds (fsdp_straggle.h), or NULL. */
+fsdp_status fsdp_meter_write(fsdp_meter *m, const fsdp_engine *e, const fsdp_hosts *hosts,
+                             const fsdp_mem_prediction *predicted, const fsdp_straggle *straggle);
+void fsdp_meter_free(fsdp_meter *m);
+
+#endif
