@@ -26,6 +26,7 @@
 #include "fsdp_hash.h"
 #include "fsdp_hosts.h"
 #include "fsdp_log.h"
+#include "fsdp_pcache.h"
 #include "fsdp_memplan.h"
 #include "fsdp_linkplan.h"
 #include "fsdp_planner.h"
@@ -77,6 +78,7 @@ static struct plugin {
         char *stats_path;    /* -fsdp-stats */
         int stats_written;   /* once, while the groups still exist */
     } run;
+    fsdp_pcache pcache;            /* the probe cache (fsdp_pcache.h) */
 } P = { .first_error = FSDP_OK, .timeout_s = FSDP_WATCH_DEFAULT_S };
 
 static void print_startup_notes(const fsdp_engine *e);
@@ -233,6 +235,8 @@ static int h_built(void *c, network *net, const char *cfg)
         P.predicted.peak += P.predicted.snapshot;
         P.predicted.pss += P.predicted.snapshot;
     }
+    if (s == FSDP_OK && first)
+        s = fsdp_pcache_note_built(&P.pcache, cfg, P.run.weights_file, fsdp_coll_node_layout(fsdp_engine_coll(e)).machines);
     if (s == FSDP_OK && first && ctl->rank == 0) print_startup_notes(e);
     if (s == FSDP_OK && first && P.run.point.base)
         s = fsdp_ckpt_read(e, net, P.run.point.base, 0, 0, P.run.point.world);
@@ -320,6 +324,25 @@ static int h_free(void *c, network *net)
 static int h_layer_built(void *c, network *net, int i) { return to_dn(fsdp_on_layer_built(c, net, i)); }
 static int h_load_layer(void *c, network *net, int i, dn_when w) { return to_dn(fsdp_on_load_layer(c, net, i, w)); }
 
+/* The probe cache's hooks (fsdp_pcache.h). */
+static int h_train_inputs(void *c, network *net, load_args *a)
+{
+    int serve = 0;
+    fsdp_status s = fsdp_pcache_train_inputs(&P.pcache, c, net, a, &serve);
+    return s != FSDP_OK ? to_dn(s) : serve ? DN_SKIP : DN_OK;
+}
+static int h_sample_input(void *c, const char *path, int flip, float *row, int cols)
+{
+    (void)c;
+    return to_dn(fsdp_pcache_sample_input(&P.pcache, path, flip, row, cols));
+}
+static int h_forward_start(void *c, network *net)
+{
+    int start = 0;
+    fsdp_status s = fsdp_pcache_forward_start(&P.pcache, c, net, &start);
+    return s != FSDP_OK ? to_dn(s) : start;
+}
+
 static void h_finish(void *c, int status)
 {
     fsdp_engine *e = c;
@@ -356,6 +379,7 @@ static void h_finish(void *c, int status)
     free(P.run.name);
     free(P.run.point.base);
     fsdp_agree_free(&P.agreement);
+    fsdp_pcache_free(&P.pcache);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
     if (coll != P.host_coll) fsdp_coll_free(coll);
     fsdp_coll_free(P.host_coll);
@@ -748,6 +772,7 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     if (s == FSDP_OK && (flags.every || flags.resume_auto) && !(P.run.backup = fsdp_resume_backup(*argc, argv)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (s == FSDP_OK && flags.stats) P.run.stats_path = strdup(flags.stats);
+    if (s == FSDP_OK) s = fsdp_pcache_init(&P.pcache, flags.probe_cache, *argc, argv);
     if (s == FSDP_OK && ctl->rank == 0) s = fsdp_log_open(&P.log, flags.log, ctl->world);
     if (s == FSDP_OK && ctl->rank == 0 && flags.log_events) s = fsdp_engine_log_events(P.engine, 4096);
     if (s == FSDP_OK && ctl->rank == 0 && P.mpi_started) fsdp_stop_install();
@@ -794,7 +819,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->network_resized = h_resized;
     h->layer_built = h_layer_built;
     h->load_layer = h_load_layer;
-    h->bn_sync = ctl->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
+    h->bn_sync = ctl->world > 1 ? h_bn_sync : NULL;
+    h->train_inputs = h_train_inputs;
+    h->sample_input = h_sample_input;
+    h->forward_start = h_forward_start;   /* a world of one has nothing to combine */
     P.hooks = h;
     return DN_OK;
 }

@@ -20,6 +20,7 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan), NULL, 0 },
     { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget), NULL, 0 },
     { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire; probe, under mpirun: the ranks' own machines and link, measured", VALUE(link), NULL, 0 },
+    { "-fsdp-probe-cache", "off|DIR", "classifier train with frozen first layers and fixed input: their outputs are computed once per image into DIR (default BACKUP/NAME.probe) and reused; off: every step runs them", VALUE(probe_cache), NULL, 0 },
     { "-fsdp-help", NULL, "print this help and exit", VALUE(help), NULL, 0 },
 };
 const int fsdp_nflags = (int)(sizeof fsdp_flag_table / sizeof fsdp_flag_table[0]);

@@ -23,6 +23,7 @@ typedef struct fsdp_flags {
     int resume;            /* -fsdp-resume */
     int resume_auto;       /* -fsdp-resume auto */
     int keep_batch;        /* -fsdp-keep-batch */
+    const char *probe_cache; /* -fsdp-probe-cache off|DIR (fsdp_pcache.h) */
     int help;              /* -fsdp-help */
 } fsdp_flags;
 

@@ -1,0 +1,61 @@
+/* fsdp_pcache.h: the probe cache (docs/DESIGN.md, "The probe cache").
+ *
+ * When a classifier run's first layers are frozen and its input is one of
+ * two variants of each image (itself, mirrored), the outputs of the frozen
+ * prefix that the rest of the network reads are computed once per image
+ * and variant, the ranks dividing the work, kept in a folder keyed by what
+ * determines them (fsdp_pcache_key.h, fsdp_pcache_file.h), and reused by
+ * later runs.  Training then starts each forward after the prefix: the
+ * loader makes its usual random draws but decodes nothing, and hands each
+ * row's image and flip to the cache (sample_input), which forward_start
+ * turns into the prefix's outputs.  Where it does not apply, the run goes
+ * on without it, rank 0 saying why in one line.
+ *
+ * States: off (the flag, or no frozen prefix) -> deciding (train_inputs,
+ * collective) -> serving or unused.  Only serving answers the loader and
+ * forward. */
+#ifndef FSDP_PCACHE_H
+#define FSDP_PCACHE_H
+
+#include "darknet.h"
+#include "fsdp_engine.h"
+#include "fsdp_pcache_file.h"
+
+typedef enum { FSDP_PCACHE_OFF = 0, FSDP_PCACHE_UNUSED, FSDP_PCACHE_SERVING } fsdp_pcache_state;
+
+typedef struct fsdp_pcache_index {
+    const char *path;    /* the train list's pointer, as the loader passes it */
+    int image;
+} fsdp_pcache_index;
+
+typedef struct fsdp_pcache {
+    fsdp_pcache_state state;
+    int off;                 /* -fsdp-probe-cache off */
+    int given;               /* -fsdp-probe-cache DIR */
+    char *dir;               /* -fsdp-probe-cache DIR, or BACKUP/NAME.probe */
+    char *cfg, *weights;     /* the cfg and weights file the network was built from */
+    int machines;            /* the ranks' machines */
+    int k;                   /* the prefix's length */
+    int nneed, *need;        /* the prefix's outputs served, in order */
+    fsdp_pcache_index *index;
+    int nimages;
+    fsdp_pcache_manifest *m;
+    fsdp_pcache_map map;
+    int built;               /* built in this run (else reused) */
+    double extract_s;
+} fsdp_pcache;
+
+/* -fsdp-probe-cache's value (NULL: the default), and the command line. */
+fsdp_status fsdp_pcache_init(fsdp_pcache *pc, const char *flag, int argc, char **argv);
+/* At network_built: the files the network came from, the ranks' machines. */
+fsdp_status fsdp_pcache_note_built(fsdp_pcache *pc, const char *cfg, const char *weights, int machines);
+/* train_inputs (collective): decides, builds or reuses; *serve set when
+ * the loader's inputs are the cache's. */
+fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *net, load_args *a, int *serve);
+/* sample_input (loader threads). */
+fsdp_status fsdp_pcache_sample_input(const fsdp_pcache *pc, const char *path, int flip, float *row, int cols);
+/* forward_start: *start is the first layer to run. */
+fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *net, int *start);
+void fsdp_pcache_free(fsdp_pcache *pc);
+
+#endif

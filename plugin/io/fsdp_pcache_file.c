@@ -1,0 +1,220 @@
+/* The probe cache's files (fsdp_pcache_file.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "fsdp_pcache_file.h"
+
+static const char magic[8] = { 'D', 'N', 'P', 'C', 'A', 'C', 'H', 'E' };
+#define VERSION 1u
+
+uint64_t fsdp_pcache_part_bytes(uint64_t count, uint64_t floats)
+{
+    return FSDP_PCACHE_HEADER + count * floats * sizeof(float);
+}
+
+static void part_path(char *out, size_t n, const char *dir, int part, int nparts)
+{
+    snprintf(out, n, "%s/part-%d-of-%d.bin", dir, part, nparts);
+}
+
+static void header(unsigned char *h, const fsdp_pcache_manifest *m, int part)
+{
+    uint32_t v[2] = { VERSION, (uint32_t)m->floats };
+    uint64_t u[3] = { m->first[part], m->count[part], m->key.layout };
+    memcpy(h, magic, 8);
+    memcpy(h + 8, v, 8);
+    memcpy(h + 16, u, 24);
+}
+
+fsdp_status fsdp_pcache_part_open(fsdp_pcache_writer *w, const char *dir, int part, int nparts,
+                                  const fsdp_pcache_manifest *m)
+{
+    part_path(w->path, sizeof w->path, dir, part, nparts);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", w->path, (long)getpid());
+    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    w->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!w->f) {
+        if (fd >= 0) close(fd);
+        return fsdp_fail(FSDP_ERR_IO, "%s: cannot write the probe cache: %s", w->tmp, strerror(errno));
+    }
+    unsigned char h[FSDP_PCACHE_HEADER];
+    header(h, m, part);
+    fsdp_hasher_init(&w->h);
+    if (fwrite(h, 1, sizeof h, w->f) != sizeof h) return fsdp_fail(FSDP_ERR_IO, "%s: write failed", w->tmp);
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_pcache_part_add(fsdp_pcache_writer *w, const float *x, size_t n)
+{
+    fsdp_hasher_add(&w->h, x, n * sizeof *x);
+    if (fwrite(x, sizeof *x, n, w->f) != n)
+        return fsdp_fail(FSDP_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_pcache_part_close(fsdp_pcache_writer *w, uint64_t *hash)
+{
+    int ok = fflush(w->f) == 0 && fsync(fileno(w->f)) == 0;
+    ok = (fclose(w->f) == 0) && ok;
+    w->f = NULL;
+    if (!ok || rename(w->tmp, w->path) != 0) {
+        int err = errno;
+        unlink(w->tmp);
+        return fsdp_fail(FSDP_ERR_IO, "%s: cannot finish the probe cache's part: %s", w->path, strerror(err));
+    }
+    *hash = fsdp_hasher_end(&w->h);
+    return FSDP_OK;
+}
+
+void fsdp_pcache_part_abandon(fsdp_pcache_writer *w)
+{
+    if (w->f) fclose(w->f);
+    w->f = NULL;
+    unlink(w->tmp);
+}
+
+void fsdp_pcache_manifest_remove(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/MANIFEST", dir);
+    unlink(p);
+}
+
+fsdp_status fsdp_pcache_manifest_write(const char *dir, const fsdp_pcache_manifest *m)
+{
+    char p[4096], tmp[4200];
+    snprintf(p, sizeof p, "%s/MANIFEST", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return fsdp_fail(FSDP_ERR_IO, "%s: cannot write the probe cache's manifest: %s", tmp, strerror(errno));
+    }
+    const fsdp_pcache_key *k = &m->key;
+    fprintf(f, "darknet-fsdp probe cache %u\ncfg %016" PRIx64 "\nweights %016" PRIx64 "\ninput %d %d %d\n"
+            "images %" PRIu64 " %016" PRIx64 "\nlayout %016" PRIx64 "\nfloats %" PRIu64 "\nvariants %" PRIu64
+            "\nparts %d\n", VERSION, k->cfg, k->weights, k->w, k->h, k->c, k->nimages, k->images, k->layout,
+            m->floats, m->variants, m->nparts);
+    for (int i = 0; i < m->nparts; ++i)
+        fprintf(f, "part %d %" PRIu64 " %" PRIu64 " %016" PRIx64 "\n", i, m->first[i], m->count[i], m->hash[i]);
+    int ok = fprintf(f, "end\n") > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, p) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return fsdp_fail(FSDP_ERR_IO, "%s: cannot write the probe cache's manifest: %s", p, strerror(err));
+    }
+    return FSDP_OK;
+}
+
+/* The manifest's numbers, each in its bounds; the parts tile [0, variants). */
+static const char *manifest_bounds(const fsdp_pcache_manifest *m)
+{
+    if (m->floats < 1 || m->floats > FSDP_PCACHE_MAX_FLOATS) return "floats per image out of bounds";
+    if (m->variants < 1 || m->variants > FSDP_PCACHE_MAX_VARIANTS || m->variants != 2 * m->key.nimages)
+        return "variants out of bounds";
+    if (m->nparts < 1 || m->nparts > FSDP_PCACHE_MAX_PARTS) return "parts out of bounds";
+    uint64_t next = 0;
+    for (int i = 0; i < m->nparts; ++i) {
+        if (m->first[i] != next || m->count[i] > m->variants - next) return "its parts do not tile the variants";
+        next += m->count[i];
+    }
+    return next == m->variants ? NULL : "its parts do not cover the variants";
+}
+
+static const char *parse_manifest(FILE *f, fsdp_pcache_manifest *m)
+{
+    fsdp_pcache_key *k = &m->key;
+    unsigned version = 0;
+    if (fscanf(f, "darknet-fsdp probe cache %u\n", &version) != 1 || version != VERSION) return "not a version-1 manifest";
+    if (fscanf(f, "cfg %" SCNx64 "\nweights %" SCNx64 "\ninput %d %d %d\nimages %" SCNu64 " %" SCNx64
+               "\nlayout %" SCNx64 "\nfloats %" SCNu64 "\nvariants %" SCNu64 "\nparts %d\n", &k->cfg, &k->weights,
+               &k->w, &k->h, &k->c, &k->nimages, &k->images, &k->layout, &m->floats, &m->variants, &m->nparts) != 11)
+        return "malformed key";
+    if (m->nparts < 1 || m->nparts > FSDP_PCACHE_MAX_PARTS) return "parts out of bounds";
+    for (int i = 0; i < m->nparts; ++i) {
+        int at = -1;
+        if (fscanf(f, "part %d %" SCNu64 " %" SCNu64 " %" SCNx64 "\n", &at, &m->first[i], &m->count[i], &m->hash[i]) != 4 ||
+            at != i)
+            return "malformed part line";
+    }
+    char end[8] = "";
+    if (fscanf(f, "%7s", end) != 1 || strcmp(end, "end")) return "no end line (cut short)";
+    return manifest_bounds(m);
+}
+
+fsdp_status fsdp_pcache_manifest_read(const char *dir, fsdp_pcache_manifest *m, char *why, size_t n)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/MANIFEST", dir);
+    memset(m, 0, sizeof *m);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+        snprintf(why, n, "%s: %s", p, fd < 0 ? strerror(errno) : "not a regular file of at most 1 MB");
+        if (fd >= 0) close(fd);
+        return FSDP_ERR_IO;
+    }
+    FILE *f = fdopen(fd, "r");
+    const char *bad = f ? parse_manifest(f, m) : "cannot read it";
+    if (f) fclose(f);
+    else close(fd);
+    if (!bad) return FSDP_OK;
+    snprintf(why, n, "%s: %s", p, bad);
+    return FSDP_ERR_CONFIG;
+}
+
+/* Part i mapped and checked; *why otherwise. */
+static const char *map_part(fsdp_pcache_map *map, const char *dir, const fsdp_pcache_manifest *m, int i, int verify)
+{
+    char p[4096];
+    part_path(p, sizeof p, dir, i, m->nparts);
+    uint64_t want = fsdp_pcache_part_bytes(m->count[i], m->floats);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0) return "a part is missing";
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want) {
+        close(fd);
+        return "a part's size is not the manifest's";
+    }
+    void *b = mmap(NULL, (size_t)want, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (b == MAP_FAILED) return "a part cannot be mapped";
+    map->base[i] = b;
+    map->bytes[i] = (size_t)want;
+    unsigned char h[FSDP_PCACHE_HEADER];
+    header(h, m, i);
+    if (memcmp(h, b, sizeof h)) return "a part's header is not the manifest's";
+    if (verify && fsdp_hash(map->base[i] + FSDP_PCACHE_HEADER, want - FSDP_PCACHE_HEADER) != m->hash[i])
+        return "a part's checksum is not the manifest's";
+    return NULL;
+}
+
+fsdp_status fsdp_pcache_map_open(fsdp_pcache_map *map, const char *dir, const fsdp_pcache_manifest *m,
+                                 const unsigned char *verify, char *why, size_t n)
+{
+    memset(map, 0, sizeof *map);
+    map->nparts = m->nparts;
+    for (int i = 0; i < m->nparts; ++i) {
+        const char *bad = map_part(map, dir, m, i, verify && verify[i]);
+        if (bad) {
+            snprintf(why, n, "%s/part-%d-of-%d.bin: %s", dir, i, m->nparts, bad);
+            fsdp_pcache_map_close(map);
+            return FSDP_ERR_CONFIG;
+        }
+    }
+    return FSDP_OK;
+}
+
+void fsdp_pcache_map_close(fsdp_pcache_map *map)
+{
+    for (int i = 0; i < map->nparts; ++i)
+        if (map->base[i]) munmap((void *)map->base[i], map->bytes[i]);
+    memset(map, 0, sizeof *map);
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The probe cache (docs/DESIGN.md, "The probe cache"): a frozen trunk's
+# outputs computed once per image and variant, kept, and reused.  Weights
+# byte-identical with and without it at 1 and 2 ranks (2 ranks dividing the
+# extraction into two parts); 2 ranks with it against one process with the
+# 2-times batch; reused by a second run; rebuilt, naming the part of the
+# key that differed, after a touched image, other trunk weights and another
+# cfg prefix; a cache without its manifest, with a cut or corrupt part, a
+# crafted manifest or a linked one never read; a random crop runs without
+# it and says so.
+# usage: test_probe_cache.sh [CASE]   CASE: probe (default)
+. "$(dirname "$0")/lib.sh"
+D=$WORK/data
+make_data "$D" --classes 3 --per-class 16 --size 16
+probe_cfg() { # probe_cfg OUT BATCH [FROZEN_KEY] [NET_KEYS...]: trunk (frozen), head
+  local out=$1 batch=$2 frozen=${3-frozen=1}; shift 3 || shift $#
+  {
+    printf '[net]\nbatch=%s\nsubdivisions=1\nwidth=16\nheight=16\nchannels=3\nmin_crop=16\nmax_crop=16\n' "$batch"
+    printf 'learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=6\npolicy=constant\n'
+    printf '%s\n' "$@"
+    printf '\n[convolutional]\n%s\nshard_group=trunk.block1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n' "$frozen"
+    printf '\n[maxpool]\n%s\nshard_group=trunk.block1\nsize=2\nstride=2\n' "$frozen"
+    printf '\n[convolutional]\n%s\nshard_group=trunk.block2\nfilters=5\nsize=3\nstride=1\npad=1\nactivation=leaky\n' "$frozen"
+    printf '\n[connected]\nshard_group=head\noutput=3\nactivation=linear\n\n[softmax]\nshard_group=head\n'
+  } > "$out"
+}
+probe_cfg "$WORK/pre.cfg" 4 "" 
+probe_cfg "$WORK/probe.cfg" 4
+probe_cfg "$WORK/probe8.cfg" 8
+# The trunk: the probe's layers trained unfrozen, by stock Darknet.
+train "$WORK/pre.w" "$D/data.data" "$WORK/pre.cfg" -seed 3
+C=$D/backup/probe.probe
+run() { # run OUT NP [ARGS...]: the probe from pre.w, seeded
+  local out=$1 np=$2; shift 2
+  train_np "$out" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$@" "$WORK/pre.w"
+}
+said() { grep -qE -- "$1" "$2.err"; }
+
+run "$WORK/off1.w" 1 -fsdp-probe-cache off
+check "-fsdp-probe-cache off: no cache" test ! -e "$C"
+run "$WORK/c1.w" 1
+check "world 1: the cache was built" said "probe cache $C: built" "$WORK/c1.w"
+check "world 1: weights byte-identical with the cache" cmp "$WORK/off1.w" "$WORK/c1.w"
+check_not "the trunk stayed, the head trained" cmp "$WORK/pre.w" "$WORK/c1.w"
+run "$WORK/r1.w" 1
+check "a second run reuses it" said "probe cache $C: reused" "$WORK/r1.w"
+check "reused: byte-identical" cmp "$WORK/off1.w" "$WORK/r1.w"
+
+run "$WORK/off2.w" 2 -fsdp-probe-cache off
+run "$WORK/c2.w" 2 -fsdp-probe-cache "$WORK/two"
+check "world 2: built into the folder given, in two parts" grep -q "^parts 2$" "$WORK/two/MANIFEST"
+check "world 2: weights byte-identical with the cache" cmp "$WORK/off2.w" "$WORK/c2.w"
+run "$WORK/r2.w" 2
+check "world 2 reuses world 1's cache" said "probe cache $C: reused" "$WORK/r2.w"
+check "world 2, world 1's cache: byte-identical" cmp "$WORK/off2.w" "$WORK/r2.w"
+train "$WORK/one8.w" "$D/data.data" "$WORK/probe8.cfg" -plugin "$PLUGIN" -seed 5 -clear -fsdp-probe-cache off "$WORK/pre.w"
+check "world 2 with the cache matches one process with the 2-times batch" "$WDIFF" "$WORK/one8.w" "$WORK/c2.w" --tol 1e-5
+
+# Stale keys: each refused, named, rebuilt; the weights stay the same.
+stale() { # stale WHAT PATTERN OUT [ARGS...]
+  local what=$1 pat=$2 out=$3; shift 3
+  run "$out" 1 "$@"
+  check "$what: refused and rebuilt" said "made for other inputs \($pat.*differ\): rebuilding" "$out"
+  check "$what: built again" said "probe cache $C: built" "$out"
+}
+touch -d '2001-01-01' "$(head -n 1 "$D/train.list")"
+stale "a touched image" "the images" "$WORK/s1.w"
+check "after a touched image: byte-identical" cmp "$WORK/off1.w" "$WORK/s1.w"
+train "$WORK/pre2.w" "$D/data.data" "$WORK/pre.cfg" -seed 4
+train_np "$WORK/s2.w" 1 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$WORK/pre2.w"
+check "other trunk weights: refused and rebuilt" said "made for other inputs \(the frozen layers' weights differ\)" "$WORK/s2.w"
+sed -i '0,/activation=leaky/s//activation=relu/' "$WORK/probe.cfg"
+stale "another cfg prefix" "the cfg's frozen layers" "$WORK/s3.w"
+run "$WORK/s3off.w" 1 -fsdp-probe-cache off
+check "another cfg prefix: byte-identical to it without the cache" cmp "$WORK/s3off.w" "$WORK/s3.w"
+probe_cfg "$WORK/probe.cfg" 4
+
+# Incomplete or crafted caches: never read, rebuilt.
+broken() { # broken WHAT PATTERN: the cache, broken by the caller, is rebuilt
+  run "$WORK/b.w" 1
+  check "$1: not read ($2)" said "$2" "$WORK/b.w"
+  check "$1: rebuilt" said "probe cache $C: built" "$WORK/b.w"
+  check "$1: byte-identical" cmp "$WORK/off1.w" "$WORK/b.w"
+}
+run "$WORK/x.w" 1
+rm "$C/MANIFEST"
+broken "no manifest (a build cut short)" "none complete"
+truncate -s -4 "$C/part-0-of-1.bin"
+broken "a cut part" "part-0-of-1.bin: a part's size is not the manifest's"
+printf '\x7f' | dd of="$C/part-0-of-1.bin" bs=1 seek=100 conv=notrunc status=none
+broken "a corrupt part" "a part's checksum is not the manifest's"
+sed -i 's/^parts 1$/parts 99999999/' "$C/MANIFEST"
+broken "a manifest with too many parts" "parts out of bounds"
+sed -i 's/^variants .*/variants 18446744073709551615/' "$C/MANIFEST"
+broken "a manifest with a huge count" "variants out of bounds"
+sed -i 's/^part 0 0 \([0-9]*\)/part 0 5 \1/' "$C/MANIFEST"
+broken "parts that do not tile" "do not tile"
+head -c 40 /dev/urandom > "$C/MANIFEST"
+broken "a garbage manifest" "not a version-1 manifest"
+mv "$C/MANIFEST" "$WORK/manifest.real" && ln -s "$WORK/manifest.real" "$C/MANIFEST"
+broken "a linked manifest" "none complete"
+
+# A random crop: no cache, one line naming the key.
+probe_cfg "$WORK/crop.cfg" 4 frozen=1
+sed -i 's/^max_crop=16$/max_crop=24/' "$WORK/crop.cfg"
+train_np "$WORK/crop.w" 2 "$D/data.data" "$WORK/crop.cfg" -seed 5 -clear "$WORK/pre.w"
+check "a random crop: the line naming the key" said "probe cache: not used: the input is random: min_crop=16 max_crop=24" "$WORK/crop.w"
+check "a random crop: one line, from rank 0" test "$(grep -c "probe cache" "$WORK/crop.w.err")" = 1
+finish
