@@ -236,7 +236,7 @@ static int h_built(void *c, network *net, const char *cfg)
         P.predicted.pss += P.predicted.snapshot;
     }
     if (s == FSDP_OK && first)
-        s = fsdp_pcache_note_built(&P.pcache, cfg, P.run.weights_file, fsdp_coll_node_layout(fsdp_engine_coll(e)).machines);
+        s = fsdp_pcache_note_built(&P.pcache, e, cfg, P.run.weights_file);
     if (s == FSDP_OK && first && ctl->rank == 0) print_startup_notes(e);
     if (s == FSDP_OK && first && P.run.point.base)
         s = fsdp_ckpt_read(e, net, P.run.point.base, 0, 0, P.run.point.world);
@@ -310,7 +310,7 @@ static fsdp_status write_stats(const fsdp_engine *e)
     if (!P.run.stats_path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || P.run.stats_written) return FSDP_OK;
     P.run.stats_written = 1;
     fsdp_stats_sources src = { e, fsdp_engine_bn(e), &P.hosts, &P.predicted, P.peak_pss,
-                               { P.setup_cpu_s[0], P.setup_cpu_s[1] } };
+                               { P.setup_cpu_s[0], P.setup_cpu_s[1] }, &P.pcache };
     return fsdp_write_stats(&src, P.run.stats_path);
 }
 static int h_free(void *c, network *net)
@@ -350,6 +350,7 @@ static void h_finish(void *c, int status)
      * here (every rank is here after a run that ended well). */
     fsdp_status s = status == 0 ? fsdp_clock_finish(P.clock) : FSDP_OK;
     if (s == FSDP_OK && status == 0) s = write_stats(e);
+    if (status == 0) fsdp_pcache_report(&P.pcache, fsdp_engine_ctl(e)->rank);
     int runtime = dn_status_of(P.first_error) == DN_ERR_RUNTIME;
     /* After an error the other ranks did not see (Darknet's own, a failed
      * save, a runtime error) they may wait in a collective forever, and so

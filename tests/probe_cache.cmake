@@ -2,3 +2,4 @@
 # trunk's outputs computed once, reused, refused when stale or broken, and
 # byte-identical weights with and without it at 1 and 2 ranks.
 fsdp_script_test(probe_cache_np2 test_probe_cache.sh)
+fsdp_script_test(probe_cache_routes_np2 test_probe_cache.sh routes)

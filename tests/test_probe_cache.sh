@@ -8,10 +8,34 @@
 # cfg prefix; a cache without its manifest, with a cut or corrupt part, a
 # crafted manifest or a linked one never read; a random crop runs without
 # it and says so.
-# usage: test_probe_cache.sh [CASE]   CASE: probe (default)
+# usage: test_probe_cache.sh [routes]
+#   routes: cfg/tests/probe-routes.cfg (nested frozen groups, a head that
+#   reads the trunk through a route and a shortcut): byte-identical at 1 and
+#   2 ranks, and reused.
 . "$(dirname "$0")/lib.sh"
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16 --size 16
+said() { grep -qE -- "$1" "$2.err"; }
+if [ "${1:-}" = routes ]; then
+  sed '/^frozen=1$/d' "$S/cfg/tests/probe-routes.cfg" > "$WORK/pre.cfg"
+  cp "$S/cfg/tests/probe-routes.cfg" "$WORK/probe.cfg"
+  train "$WORK/pre.w" "$D/data.data" "$WORK/pre.cfg" -seed 3
+  C=$D/backup/probe.probe
+  for np in 1 2; do
+    rm -rf "$C"
+    train_np "$WORK/off$np.w" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear -fsdp-probe-cache off "$WORK/pre.w"
+    train_np "$WORK/c$np.w" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$WORK/pre.w"
+    check "world $np: built, serving layers 1-3" said "probe cache $C: built.*the outputs of layers 1, 2, 3;" "$WORK/c$np.w"
+    check "world $np: weights byte-identical with the cache" cmp "$WORK/off$np.w" "$WORK/c$np.w"
+    train_np "$WORK/r$np.w" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$WORK/pre.w"
+    check "world $np: reused" said "probe cache $C: reused" "$WORK/r$np.w"
+    check "world $np: reused, byte-identical" cmp "$WORK/off$np.w" "$WORK/r$np.w"
+  done
+  check "the served outputs: layers 1, 2 and 3 of a 4x8x8 each per variant" grep -q "^floats 768$" "$C/MANIFEST"
+  check_not "the head trained" cmp "$WORK/pre.w" "$WORK/c1.w"
+  finish
+  exit
+fi
 probe_cfg() { # probe_cfg OUT BATCH [FROZEN_KEY] [NET_KEYS...]: trunk (frozen), head
   local out=$1 batch=$2 frozen=${3-frozen=1}; shift 3 || shift $#
   {
@@ -34,7 +58,6 @@ run() { # run OUT NP [ARGS...]: the probe from pre.w, seeded
   local out=$1 np=$2; shift 2
   train_np "$out" "$np" "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$@" "$WORK/pre.w"
 }
-said() { grep -qE -- "$1" "$2.err"; }
 
 run "$WORK/off1.w" 1 -fsdp-probe-cache off
 check "-fsdp-probe-cache off: no cache" test ! -e "$C"
@@ -42,8 +65,15 @@ run "$WORK/c1.w" 1
 check "world 1: the cache was built" said "probe cache $C: built" "$WORK/c1.w"
 check "world 1: weights byte-identical with the cache" cmp "$WORK/off1.w" "$WORK/c1.w"
 check_not "the trunk stayed, the head trained" cmp "$WORK/pre.w" "$WORK/c1.w"
-run "$WORK/r1.w" 1
+run "$WORK/r1.w" 1 -fsdp-stats "$WORK/r1.json"
 check "a second run reuses it" said "probe cache $C: reused" "$WORK/r1.w"
+check "the stats file says so, with its size and the steps' seconds" python3 -c '
+import json, os, sys
+p = json.load(open(sys.argv[1]))["probe_cache"]
+size = sum(os.path.getsize(os.path.join(sys.argv[2], f)) for f in os.listdir(sys.argv[2]) if f.startswith("part-"))
+assert p["state"] == "reused" and p["bytes"] == size > 0 and p["steps_seconds"] > 0 and p["folder"] == sys.argv[2], p
+' "$WORK/r1.json" "$C"
+check "rank 0 closes with the steps' seconds" said "probe cache $C: the steps took [0-9.]+ s after reusing it" "$WORK/r1.w"
 check "reused: byte-identical" cmp "$WORK/off1.w" "$WORK/r1.w"
 
 run "$WORK/off2.w" 2 -fsdp-probe-cache off

@@ -17,6 +17,8 @@ fsdp_status fsdp_pcache_init(fsdp_pcache *pc, const char *flag, int argc, char *
 {
     memset(pc, 0, sizeof *pc);
     pc->off = flag && !strcmp(flag, "off");
+    for (int i = 2; i < argc; ++i)
+        if (!strcmp(argv[i], "train")) snprintf(pc->command, sizeof pc->command, "%s train", argv[i - 1]);
     if (flag && !pc->off) {
         pc->given = 1;
         pc->dir = strdup(flag);
@@ -28,12 +30,15 @@ fsdp_status fsdp_pcache_init(fsdp_pcache *pc, const char *flag, int argc, char *
     return FSDP_OK;
 }
 
-fsdp_status fsdp_pcache_note_built(fsdp_pcache *pc, const char *cfg, const char *weights, int machines)
+fsdp_status fsdp_pcache_note_built(fsdp_pcache *pc, fsdp_engine *e, const char *cfg, const char *weights)
 {
     if (pc->off || pc->cfg) return FSDP_OK;
+    if (strcmp(pc->command, "classifier train") && fsdp_prefix_length(e) > 0 && fsdp_engine_ctl(e)->rank == 0)
+        fprintf(stderr, "fsdp: probe cache: not used: only classifier train is served from it, not %s\n",
+                pc->command[0] ? pc->command : "this command");
     pc->cfg = strdup(cfg);
     pc->weights = weights ? strdup(weights) : NULL;
-    pc->machines = machines;
+    pc->machines = fsdp_coll_node_layout(fsdp_engine_coll(e)).machines;
     if (!pc->cfg || (weights && !pc->weights)) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (pc->given) return FSDP_OK;
     char *name = NULL, *fsdp = fsdp_resume_folder(pc->dir, cfg, &name);
@@ -235,14 +240,16 @@ fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *n
     FSDP_TRY(reuse_or_build(pc, e, net, a, serve));
     if (!*serve) return FSDP_OK;
     pc->state = FSDP_PCACHE_SERVING;
-    uint64_t bytes = 0;
-    for (int i = 0; i < pc->map.nparts; ++i) bytes += pc->map.bytes[i];
-    if (rank0)
-        fprintf(stderr, "fsdp: probe cache %s: %s, %.1f MB (%llu images x 2 variants, %llu floats each from "
-                "layers 0-%d)%s; training starts each forward at layer %d\n", pc->dir,
-                pc->built ? "built" : "reused", bytes / 1e6, (unsigned long long)pc->m->key.nimages,
-                (unsigned long long)pc->m->floats, pc->k - 1, "", pc->k);
-    if (rank0 && pc->built) fprintf(stderr, "fsdp: probe cache: extraction took %.2f s\n", pc->extract_s);
+    pc->steps_from = fsdp_tl_clock();
+    if (!rank0) return FSDP_OK;
+    char served[256] = "";
+    for (int j = 0, at = 0; j < pc->nneed && at < (int)sizeof served - 16; ++j)
+        at += snprintf(served + at, sizeof served - (size_t)at, "%s%d", j ? ", " : "", pc->need[j]);
+    fprintf(stderr, "fsdp: probe cache %s: %s, %.1f MB: %llu images x 2 variants (the image, mirrored), %llu floats "
+            "each, the outputs of layer%s %s; each forward starts at layer %d\n", pc->dir, pc->built ? "built" : "reused",
+            fsdp_pcache_bytes(pc) / 1e6, (unsigned long long)pc->m->key.nimages, (unsigned long long)pc->m->floats,
+            pc->nneed > 1 ? "s" : "", served, pc->k);
+    if (pc->built) fprintf(stderr, "fsdp: probe cache: extraction took %.2f s\n", pc->extract_s);
     return FSDP_OK;
 }
 
@@ -294,6 +301,31 @@ fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *
     }
     *start = pc->k;
     return FSDP_OK;
+}
+
+const char *fsdp_pcache_state_str(const fsdp_pcache *pc)
+{
+    if (pc->state == FSDP_PCACHE_SERVING) return pc->built ? "built" : "reused";
+    return pc->state == FSDP_PCACHE_UNUSED && pc->k > 0 ? "unused" : "off";
+}
+
+uint64_t fsdp_pcache_bytes(const fsdp_pcache *pc)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < pc->map.nparts; ++i) bytes += pc->map.bytes[i];
+    return bytes;
+}
+
+double fsdp_pcache_steps_s(const fsdp_pcache *pc)
+{
+    return pc->state == FSDP_PCACHE_SERVING ? fsdp_tl_clock() - pc->steps_from : 0;
+}
+
+void fsdp_pcache_report(const fsdp_pcache *pc, int rank)
+{
+    if (rank == 0 && pc->state == FSDP_PCACHE_SERVING)
+        fprintf(stderr, "fsdp: probe cache %s: the steps took %.2f s after %s\n", pc->dir, fsdp_pcache_steps_s(pc),
+                pc->built ? "its extraction" : "reusing it");
 }
 
 void fsdp_pcache_free(fsdp_pcache *pc)

@@ -32,6 +32,7 @@ typedef struct fsdp_pcache {
     fsdp_pcache_state state;
     int off;                 /* -fsdp-probe-cache off */
     int given;               /* -fsdp-probe-cache DIR */
+    char command[32];        /* "detector train", ...: the command run */
     char *dir;               /* -fsdp-probe-cache DIR, or BACKUP/NAME.probe */
     char *cfg, *weights;     /* the cfg and weights file the network was built from */
     int machines;            /* the ranks' machines */
@@ -43,12 +44,15 @@ typedef struct fsdp_pcache {
     fsdp_pcache_map map;
     int built;               /* built in this run (else reused) */
     double extract_s;
+    double steps_from;       /* when serving began: the steps' seconds count from here */
 } fsdp_pcache;
 
 /* -fsdp-probe-cache's value (NULL: the default), and the command line. */
 fsdp_status fsdp_pcache_init(fsdp_pcache *pc, const char *flag, int argc, char **argv);
-/* At network_built: the files the network came from, the ranks' machines. */
-fsdp_status fsdp_pcache_note_built(fsdp_pcache *pc, const char *cfg, const char *weights, int machines);
+/* At network_built, once the engine has it: the files the network came
+ * from.  A command other than classifier train with a frozen prefix gets
+ * rank 0's line that it runs without the cache. */
+fsdp_status fsdp_pcache_note_built(fsdp_pcache *pc, fsdp_engine *e, const char *cfg, const char *weights);
 /* train_inputs (collective): decides, builds or reuses; *serve set when
  * the loader's inputs are the cache's. */
 fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *net, load_args *a, int *serve);
@@ -56,6 +60,13 @@ fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *n
 fsdp_status fsdp_pcache_sample_input(const fsdp_pcache *pc, const char *path, int flip, float *row, int cols);
 /* forward_start: *start is the first layer to run. */
 fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *net, int *start);
+/* "off", "unused", "built" or "reused"; the files' bytes (0 unless
+ * serving); the steps' seconds so far. */
+const char *fsdp_pcache_state_str(const fsdp_pcache *pc);
+uint64_t fsdp_pcache_bytes(const fsdp_pcache *pc);
+double fsdp_pcache_steps_s(const fsdp_pcache *pc);
+/* Rank 0's closing line: the steps' seconds after the extraction. */
+void fsdp_pcache_report(const fsdp_pcache *pc, int rank);
 void fsdp_pcache_free(fsdp_pcache *pc);
 
 #endif

@@ -57,7 +57,8 @@ fsdp_status fsdp_pcache_hash_cfg(const char *cfg, int k, uint64_t *hash)
         const char *t = line + strspn(line, " \t");
         if (*t == '[') ++section;
         if (section > k) break;
-        if (section >= 1) fsdp_hasher_add(&h, t, strcspn(t, "\r\n"));
+        /* The plugin's keys (groups, sharding) change no output. */
+        if (section >= 1 && strncmp(t, "shard_", 6)) fsdp_hasher_add(&h, t, strcspn(t, "\r\n"));
     }
     fclose(f);
     *hash = fsdp_hasher_end(&h);

@@ -9,7 +9,7 @@
 
 /* Each part of the key, compared one by one so a refusal can name it. */
 typedef struct fsdp_pcache_key {
-    uint64_t cfg;        /* the prefix's sections of the cfg, comments and blank lines left out */
+    uint64_t cfg;        /* the prefix's sections of the cfg, comments, blank lines and shard_ keys left out */
     uint64_t weights;    /* the prefix's floats in the weights file */
     uint64_t images;     /* each image's path, size and modification time, in the list's order */
     uint64_t layout;     /* the prefix's length, the outputs served, the crop mode */

@@ -117,6 +117,11 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             (unsigned long long)t->bcast, (unsigned long long)mem.stage_gather_bytes, (unsigned long long)t->ckpt,
             (unsigned long long)src->bn->bytes, src->bn->rolling_checks, src->bn->rolling_differ);
     write_hosts(f, src);
+    fprintf(f, " \"probe_cache\": {\"state\": \"%s\", \"bytes\": %llu, \"extraction_seconds\": %.3f, "
+            "\"steps_seconds\": %.3f, \"folder\": ", fsdp_pcache_state_str(src->pcache),
+            (unsigned long long)fsdp_pcache_bytes(src->pcache), src->pcache->extract_s, fsdp_pcache_steps_s(src->pcache));
+    json_string(f, src->pcache->dir ? src->pcache->dir : "");
+    fputs("},\n", f);
     fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"predicted_pss_bytes\": %zu,\n",
             src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, p->pss);
     fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
