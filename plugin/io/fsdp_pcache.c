@@ -124,9 +124,10 @@ static fsdp_status key(fsdp_pcache *pc, fsdp_engine *e, const network *net, cons
     int world = fsdp_engine_ctl(e)->world;
     pc->m->variants = 2 * (uint64_t)a->m;
     pc->m->nparts = world;
+    /* By image: both variants of one in the same part. */
     for (int r = 0; r < world; ++r) {
-        pc->m->first[r] = pc->m->variants * (uint64_t)r / (uint64_t)world;
-        pc->m->count[r] = pc->m->variants * (uint64_t)(r + 1) / (uint64_t)world - pc->m->first[r];
+        pc->m->first[r] = 2 * ((uint64_t)a->m * (uint64_t)r / (uint64_t)world);
+        pc->m->count[r] = 2 * ((uint64_t)a->m * (uint64_t)(r + 1) / (uint64_t)world) - pc->m->first[r];
     }
     pc->nimages = a->m;
     pc->index = malloc(sizeof *pc->index * (size_t)a->m);

@@ -6,25 +6,39 @@
 #include "fsdp_pcache_build.h"
 #include "fsdp_prefix.h"
 
+/* The image last decoded and cropped: its two variants come in a row. */
+typedef struct crop_memo {
+    int image;           /* -1: none */
+    int fixed;           /* its crop's offsets are not random */
+    image crop;          /* before the flip */
+} crop_memo;
+
 /* Variant v's input as the loader makes it (load_image_augment_paths),
  * its flip given; the draws come from a stream of their own, so the run's
- * own streams are untouched.  0 where the image's size makes the crop's
- * offsets random. */
-static int prepare(const load_args *a, const char *path, int flip, float *row)
+ * own streams are untouched, and (with min_crop = max_crop = the image's
+ * size, or center=1) their values are fixed.  0 where the image's size
+ * makes the crop's offsets random. */
+static int prepare(const load_args *a, char **paths, int img, int flip, crop_memo *memo, float *row)
 {
     dn_rand_thread_begin(1, 0, 0);
     dn_rand_sample(0, 1);
-    image im = load_image_color((char *)path, 0, 0);
-    int fixed = a->center || (im.w == a->size && im.h == a->size);
-    image crop = a->center ? center_crop_image(im, a->size, a->size)
-                           : random_augment_image(im, a->angle, a->aspect ? a->aspect : 1, a->min, a->max, a->size, a->size);
+    if (memo->image != img) {
+        free_image(memo->crop);
+        image im = load_image_color(paths[img], 0, 0);
+        memo->fixed = a->center || (im.w == a->size && im.h == a->size);
+        memo->crop = a->center ? center_crop_image(im, a->size, a->size)
+                               : random_augment_image(im, a->angle, a->aspect ? a->aspect : 1, a->min, a->max,
+                                                      a->size, a->size);
+        memo->image = img;
+        free_image(im);
+    }
+    image crop = copy_image(memo->crop);
     if (flip) flip_image(crop);
     random_distort_image(crop, a->hue, a->saturation ? a->saturation : 1, a->exposure ? a->exposure : 1);
     memcpy(row, crop.data, sizeof(float) * (size_t)a->size * a->size * 3);
     free_image(crop);
-    free_image(im);
     dn_rand_thread_end();
-    return fixed;
+    return memo->fixed;
 }
 
 /* Row b's served outputs, one after the other, into out. */
@@ -40,7 +54,8 @@ static void collect(const fsdp_pcache *pc, const network *net, int b, float *out
 /* One batch of this rank's variants [first + from, ...): rows past its
  * share repeat its last variant and are not written. */
 static fsdp_status batch(fsdp_pcache *pc, fsdp_engine *e, network *net, const load_args *a, char **paths,
-                         uint64_t first, uint64_t count, uint64_t from, fsdp_pcache_writer *w, float *buf, int *bad)
+                         uint64_t first, uint64_t count, uint64_t from, fsdp_pcache_writer *w, float *buf, int *bad,
+                         crop_memo *memo)
 {
     int rows = 0;
     for (int b = 0; b < net->batch; ++b) {
@@ -48,7 +63,7 @@ static fsdp_status batch(fsdp_pcache *pc, fsdp_engine *e, network *net, const lo
         if (j < count) rows = b + 1;
         uint64_t v = first + (count ? (j < count ? j : count - 1) : 0);
         int image = (int)(v / 2);
-        if (!prepare(a, paths[image], (int)(v % 2), net->input + (size_t)b * net->inputs) && !*bad) {
+        if (!prepare(a, paths, image, (int)(v % 2), memo, net->input + (size_t)b * net->inputs) && !*bad) {
             fprintf(stderr, "fsdp: probe cache: not used: %s is not %dx%d, the crop's size: its crop's offsets "
                     "are random\n", paths[image], a->size, a->size);
             *bad = 1;
@@ -67,14 +82,17 @@ static fsdp_status extract(fsdp_pcache *pc, fsdp_engine *e, network *net, const 
     fsdp_ctl *ctl = fsdp_engine_ctl(e);
     fsdp_pcache_manifest *m = pc->m;
     uint64_t first = m->first[ctl->rank], count = m->count[ctl->rank];
-    uint64_t most = (m->variants + (uint64_t)ctl->world - 1) / (uint64_t)ctl->world;
+    uint64_t most = 0;
+    for (int r = 0; r < m->nparts; ++r) most = m->count[r] > most ? m->count[r] : most;
     fsdp_pcache_writer w;
     fsdp_status s = fsdp_pcache_part_open(&w, pc->dir, ctl->rank, m->nparts, m);
     float *buf = s == FSDP_OK ? malloc(sizeof(float) * (size_t)net->batch * m->floats) : NULL;
     if (s == FSDP_OK && !buf) s = fsdp_fail(FSDP_ERR_NOMEM, "probe cache: out of memory");
     /* Every rank runs as many batches: the prefix's gathers are collective. */
+    crop_memo memo = { -1, 0, { 0 } };
     for (uint64_t from = 0; from < most && s == FSDP_OK; from += (uint64_t)net->batch)
-        s = batch(pc, e, net, a, paths, first, count, from, &w, buf, bad);
+        s = batch(pc, e, net, a, paths, first, count, from, &w, buf, bad, &memo);
+    free_image(memo.crop);
     free(buf);
     if (s == FSDP_OK && !*bad) return fsdp_pcache_part_close(&w, &hash[ctl->rank]);
     fsdp_pcache_part_abandon(&w);
