@@ -329,6 +329,7 @@ static int h_train_inputs(void *c, network *net, load_args *a)
 {
     int serve = 0;
     fsdp_status s = fsdp_pcache_train_inputs(&P.pcache, c, net, a, &serve);
+    fsdp_pcache_predict(&P.pcache, &P.predicted.peak, &P.predicted.pss, fsdp_coll_node_layout(fsdp_engine_coll(c)).ranks);
     return s != FSDP_OK ? to_dn(s) : serve ? DN_SKIP : DN_OK;
 }
 static int h_sample_input(void *c, const char *path, int flip, float *row, int cols)

@@ -39,6 +39,7 @@ fsdp_status fsdp_pcache_note_built(fsdp_pcache *pc, fsdp_engine *e, const char *
     pc->cfg = strdup(cfg);
     pc->weights = weights ? strdup(weights) : NULL;
     pc->machines = fsdp_coll_node_layout(fsdp_engine_coll(e)).machines;
+    pc->rank0 = fsdp_engine_ctl(e)->rank == 0;
     if (!pc->cfg || (weights && !pc->weights)) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (pc->given) return FSDP_OK;
     char *name = NULL, *fsdp = fsdp_resume_folder(pc->dir, cfg, &name);
@@ -78,13 +79,9 @@ static const char *unfit(const fsdp_pcache *pc, const network *net, const load_a
 }
 
 /* The prefix's outputs that layers from k on read: k - 1's, and those a
- * route or shortcut names. */
-static fsdp_status layout(fsdp_pcache *pc, const network *net)
+ * route or shortcut names (read[j] set). */
+static void served(const network *net, int k, unsigned char *read)
 {
-    int k = pc->k;
-    unsigned char *read = calloc((size_t)k, 1);
-    pc->need = calloc((size_t)k, sizeof *pc->need);
-    if (!read || !pc->need) return free(read), fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     read[k - 1] = 1;
     for (int i = k; i < net->n; ++i) {
         const layer *l = &net->layers[i];
@@ -92,6 +89,26 @@ static fsdp_status layout(fsdp_pcache *pc, const network *net)
             if (l->input_layers[j] < k) read[l->input_layers[j]] = 1;
         if (l->type == SHORTCUT && l->index < k) read[l->index] = 1;
     }
+}
+
+uint64_t fsdp_pcache_variant_floats(const fsdp_engine *e, const network *net)
+{
+    int k = fsdp_prefix_length(e);
+    unsigned char *read = k > 0 ? calloc((size_t)k, 1) : NULL;
+    uint64_t floats = 0;
+    if (read) served(net, k, read);
+    for (int j = 0; read && j < k; ++j) floats += read[j] ? (uint64_t)net->layers[j].outputs : 0;
+    free(read);
+    return floats;
+}
+
+static fsdp_status layout(fsdp_pcache *pc, const network *net)
+{
+    int k = pc->k;
+    unsigned char *read = calloc((size_t)k, 1);
+    pc->need = calloc((size_t)k, sizeof *pc->need);
+    if (!read || !pc->need) return free(read), fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    served(net, k, read);
     uint64_t floats = 0, h = fsdp_hash(&k, sizeof k);
     for (int j = 0; j < k; ++j) {
         if (!read[j]) continue;
@@ -302,6 +319,18 @@ fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *
     }
     *start = pc->k;
     return FSDP_OK;
+}
+
+void fsdp_pcache_predict(const fsdp_pcache *pc, size_t *peak, size_t *pss, int ranks)
+{
+    if (pc->state != FSDP_PCACHE_SERVING || !*peak) return;
+    uint64_t bytes = fsdp_pcache_bytes(pc);
+    *peak += (size_t)bytes;
+    *pss += (size_t)(bytes / (uint64_t)(ranks > 0 ? ranks : 1));
+    if (pc->rank0)
+        fprintf(stderr, "fsdp: probe cache: the prediction grows by its %.1f MB mapped by each rank (RSS), %.1f MB "
+                "per rank in PSS (one copy for the machine's %d ranks): peak %.1f MB, PSS %.1f MB\n", bytes / 1e6,
+                bytes / 1e6 / (ranks > 0 ? ranks : 1), ranks, *peak / 1e6, *pss / 1e6);
 }
 
 const char *fsdp_pcache_state_str(const fsdp_pcache *pc)

@@ -36,6 +36,7 @@ typedef struct fsdp_pcache {
     char *dir;               /* -fsdp-probe-cache DIR, or BACKUP/NAME.probe */
     char *cfg, *weights;     /* the cfg and weights file the network was built from */
     int machines;            /* the ranks' machines */
+    int rank0;
     int k;                   /* the prefix's length */
     int nneed, *need;        /* the prefix's outputs served, in order */
     fsdp_pcache_index *index;
@@ -60,6 +61,14 @@ fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *n
 fsdp_status fsdp_pcache_sample_input(const fsdp_pcache *pc, const char *path, int flip, float *row, int cols);
 /* forward_start: *start is the first layer to run. */
 fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *net, int *start);
+/* What one image and variant holds in a cache for this network: the
+ * floats of the frozen prefix's outputs served; 0 without a prefix
+ * (-fsdp-plan's line). */
+uint64_t fsdp_pcache_variant_floats(const fsdp_engine *e, const network *net);
+/* Serving: the prediction's peak (RSS: every page the rank maps) and
+ * PSS (one copy for the `ranks` of the machine) grow by the cache's
+ * bytes, which rank 0 says. */
+void fsdp_pcache_predict(const fsdp_pcache *pc, size_t *peak, size_t *pss, int ranks);
 /* "off", "unused", "built" or "reused"; the files' bytes (0 unless
  * serving); the steps' seconds so far. */
 const char *fsdp_pcache_state_str(const fsdp_pcache *pc);
