@@ -638,6 +638,8 @@ static fsdp_status agree_flags(fsdp_status local, fsdp_ctl *ctl, const fsdp_flag
         { "-fsdp-timeout", timeout_bits, f->timeout ? f->timeout : "(default)" },
         { "-fsdp-stats", (uint64_t)!!f->stats, f->stats ? "given" : "not given" },
         { "-fsdp-log", (uint64_t)!!f->log, f->log ? "given" : "not given" },
+        { "-fsdp-probe-cache", f->probe_cache ? fsdp_hash(f->probe_cache, strlen(f->probe_cache)) + 1 : 0,
+          f->probe_cache ? f->probe_cache : "not given" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
     return fsdp_agree_start(ctl, local, list, (int)(sizeof list / sizeof list[0]));
