@@ -3,3 +3,5 @@
 # byte-identical weights with and without it at 1 and 2 ranks.
 fsdp_script_test(probe_cache_np2 test_probe_cache.sh)
 fsdp_script_test(probe_cache_routes_np2 test_probe_cache.sh routes)
+fsdp_script_test(probe_cache_machines test_probe_cache.sh machines)
+set_tests_properties(probe_cache_machines PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)

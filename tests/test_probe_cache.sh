@@ -8,14 +8,34 @@
 # cfg prefix; a cache without its manifest, with a cut or corrupt part, a
 # crafted manifest or a linked one never read; a random crop runs without
 # it and says so.
-# usage: test_probe_cache.sh [routes]
+# usage: test_probe_cache.sh [routes|machines]
 #   routes: cfg/tests/probe-routes.cfg (nested frozen groups, a head that
 #   reads the trunk through a route and a shortcut): byte-identical at 1 and
 #   2 ranks, and reused.
+#   machines: two simulated machines (tests/twohosts.sh): the run goes on
+#   without the cache, rank 0 saying why, and equals one machine's run
+#   without it within the suite's tolerance.
 . "$(dirname "$0")/lib.sh"
 D=$WORK/data
 make_data "$D" --classes 3 --per-class 16 --size 16
 said() { grep -qE -- "$1" "$2.err"; }
+if [ "${1:-}" = machines ]; then
+  . "$(dirname "$0")/twohosts.sh"
+  twohosts_up probecache
+  sed '/^frozen=1$/d' "$S/cfg/tests/probe-routes.cfg" > "$WORK/pre.cfg"
+  cp "$S/cfg/tests/probe-routes.cfg" "$WORK/probe.cfg"
+  train "$WORK/pre.w" "$D/data.data" "$WORK/pre.cfg" -seed 3
+  train_np "$WORK/one.w" 2 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$WORK/pre.w"
+  (cd "$D" && rm -f backup/probe.weights &&
+   on_a "${TH_MPIRUN[@]}" -np 2 --map-by node "$DN" -plugin "$PLUGIN" classifier train "$D/data.data" \
+     "$WORK/probe.cfg" -seed 5 -clear "$WORK/pre.w" > "$WORK/two.w.log" 2> "$WORK/two.w.err") \
+    || { tail -n 30 "$WORK/two.w.log" "$WORK/two.w.err"; exit 1; }
+  cp "$D/backup/probe.weights" "$WORK/two.w"
+  check "two machines: not used, rank 0 says why" said "probe cache: not used: the ranks span machines" "$WORK/two.w"
+  check "two machines without the cache equal one machine with it" "$WDIFF" "$WORK/one.w" "$WORK/two.w" --tol 1e-5
+  finish
+  exit
+fi
 if [ "${1:-}" = routes ]; then
   sed '/^frozen=1$/d' "$S/cfg/tests/probe-routes.cfg" > "$WORK/pre.cfg"
   cp "$S/cfg/tests/probe-routes.cfg" "$WORK/probe.cfg"
