@@ -11,7 +11,8 @@
 # usage: test_probe_cache.sh [routes|machines]
 #   routes: cfg/tests/probe-routes.cfg (nested frozen groups, a head that
 #   reads the trunk through a route and a shortcut): byte-identical at 1 and
-#   2 ranks, and reused.
+#   2 ranks, and reused; resumed from shard checkpoints and beside
+#   checkpoints on the clock, bit for bit.
 #   machines: two simulated machines (tests/twohosts.sh): the run goes on
 #   without the cache, rank 0 saying why, and equals one machine's run
 #   without it within the suite's tolerance.
@@ -51,6 +52,16 @@ if [ "${1:-}" = routes ]; then
     check "world $np: reused" said "probe cache $C: reused" "$WORK/r$np.w"
     check "world $np: reused, byte-identical" cmp "$WORK/off$np.w" "$WORK/r$np.w"
   done
+  # Shard checkpoints with the cache: 3 steps, then resumed to 6, bit for bit.
+  sed 's/^max_batches=6/max_batches=3/' "$S/cfg/tests/probe-routes.cfg" > "$WORK/probe.cfg"
+  train_np "$WORK/half.w" 2 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear -fsdp-checkpoint "$WORK/pre.w"
+  mkdir "$WORK/ck" && cp "$D"/backup/probe.weights* "$WORK/ck/"
+  cp "$S/cfg/tests/probe-routes.cfg" "$WORK/probe.cfg"
+  train_np "$WORK/res.w" 2 "$D/data.data" "$WORK/probe.cfg" -seed 5 -fsdp-resume "$WORK/ck/probe.weights"
+  check "resumed from a shard checkpoint, served from the cache: bit for bit" cmp "$WORK/off2.w" "$WORK/res.w"
+  train_np "$WORK/clock.w" 2 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear -fsdp-checkpoint-every 0.0001 \
+    -fsdp-resume auto "$WORK/pre.w"
+  check "checkpoints on the clock beside the cache: the same weights" cmp "$WORK/off2.w" "$WORK/clock.w"
   check "the served outputs: layers 1, 2 and 3 of a 4x8x8 each per variant" grep -q "^floats 768$" "$C/MANIFEST"
   check_not "the head trained" cmp "$WORK/pre.w" "$WORK/c1.w"
   finish
