@@ -169,13 +169,13 @@ static fsdp_status try_reuse(fsdp_pcache *pc, fsdp_engine *e, int *reuse)
     int ok = s == FSDP_OK && !differs;
     unsigned char verify[FSDP_PCACHE_MAX_PARTS];
     for (int i = 0; ok && i < old->nparts; ++i) verify[i] = i % ctl->world == ctl->rank;
-    if (ok && fsdp_pcache_map_open(&pc->map, pc->dir, old, verify, why, sizeof why) != FSDP_OK) {
+    if (ok && fsdp_pcache_parts_open(&pc->parts, pc->dir, old, verify, why, sizeof why) != FSDP_OK) {
         fprintf(stderr, "fsdp: probe cache %s: rebuilding it: %s\n", pc->dir, why);
         ok = 0;
     }
     uint64_t fail = !ok;
     FSDP_TRY(fsdp_ctl_max_u64(ctl, &fail, 1));
-    if (ok && fail) fsdp_pcache_map_close(&pc->map);
+    if (ok && fail) fsdp_pcache_parts_close(&pc->parts);
     if (!fail) {
         free(pc->m);
         pc->m = old;
@@ -216,7 +216,7 @@ static fsdp_status make_room(fsdp_pcache *pc, fsdp_engine *e, int *fits)
     return FSDP_OK;
 }
 
-/* Reused, or built and mapped; *serve unless it turned out unusable. */
+/* Reused, or built and opened; *serve unless it turned out unusable. */
 static fsdp_status reuse_or_build(fsdp_pcache *pc, fsdp_engine *e, network *net, const load_args *a, int *serve)
 {
     int reuse = 0, fits = 1, bad = 0;
@@ -229,7 +229,7 @@ static fsdp_status reuse_or_build(fsdp_pcache *pc, fsdp_engine *e, network *net,
         pc->extract_s = fsdp_tl_clock() - t0;
         if (bad) return FSDP_OK;
         char why[4300];
-        if (fsdp_pcache_map_open(&pc->map, pc->dir, pc->m, NULL, why, sizeof why) != FSDP_OK)
+        if (fsdp_pcache_parts_open(&pc->parts, pc->dir, pc->m, NULL, why, sizeof why) != FSDP_OK)
             return fsdp_fail(FSDP_ERR_IO, "probe cache: the parts just written do not read back: %s", why);
         pc->built = 1;
     }
@@ -257,6 +257,8 @@ fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *n
     FSDP_TRY(key(pc, e, net, a));
     FSDP_TRY(reuse_or_build(pc, e, net, a, serve));
     if (!*serve) return FSDP_OK;
+    pc->row = malloc(sizeof(float) * (size_t)pc->m->floats);
+    if (!pc->row) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     pc->state = FSDP_PCACHE_SERVING;
     pc->steps_from = fsdp_tl_clock();
     if (!rank0) return FSDP_OK;
@@ -284,20 +286,6 @@ fsdp_status fsdp_pcache_sample_input(const fsdp_pcache *pc, const char *path, in
     return FSDP_OK;
 }
 
-/* The part holding variant v. */
-static const float *variant(const fsdp_pcache *pc, uint64_t v)
-{
-    const fsdp_pcache_manifest *m = pc->m;
-    int lo = 0, hi = m->nparts - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (m->first[mid] <= v) lo = mid;
-        else hi = mid - 1;
-    }
-    const float *base = (const float *)(pc->map.base[lo] + FSDP_PCACHE_HEADER);
-    return base + (v - m->first[lo]) * m->floats;
-}
-
 fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *net, int *start)
 {
     *start = 0;
@@ -309,7 +297,8 @@ fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *
         uint64_t v = named ? (uint64_t)row[1] * REF_SPLIT + (uint64_t)row[2] : 0;
         if (!named || v >= pc->m->variants)
             return fsdp_fail(FSDP_ERR_IO, "probe cache: row %d of the batch names no image of the cache", b);
-        const float *src = variant(pc, v);
+        FSDP_TRY(fsdp_pcache_parts_read(&pc->parts, pc->m, v, pc->row));
+        const float *src = pc->row;
         for (int j = 0; j < pc->nneed; ++j) {
             const layer *l = &net->layers[pc->need[j]];
             if (!l->output) return fsdp_fail(FSDP_ERR_IO, "probe cache: layer %d has no output buffer", pc->need[j]);
@@ -324,13 +313,13 @@ fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *
 void fsdp_pcache_predict(const fsdp_pcache *pc, size_t *peak, size_t *pss, int ranks)
 {
     if (pc->state != FSDP_PCACHE_SERVING || !*peak) return;
-    uint64_t bytes = fsdp_pcache_bytes(pc);
-    *peak += (size_t)bytes;
-    *pss += (size_t)(bytes / (uint64_t)(ranks > 0 ? ranks : 1));
+    size_t row = sizeof(float) * (size_t)pc->m->floats;
+    *peak += row;
+    *pss += row;
     if (pc->rank0)
-        fprintf(stderr, "fsdp: probe cache: the prediction grows by its %.1f MB mapped by each rank (RSS), %.1f MB "
-                "per rank in PSS (one copy for the machine's %d ranks): peak %.1f MB, PSS %.1f MB\n", bytes / 1e6,
-                bytes / 1e6 / (ranks > 0 ? ranks : 1), ranks, *peak / 1e6, *pss / 1e6);
+        fprintf(stderr, "fsdp: probe cache: read through the page cache, which holds its %.1f MB once for the "
+                "machine's %d ranks and in none's RSS or PSS; each rank adds a buffer of %.1f KB: predicted peak "
+                "%.1f MB, PSS %.1f MB\n", fsdp_pcache_bytes(pc) / 1e6, ranks, row / 1e3, *peak / 1e6, *pss / 1e6);
 }
 
 const char *fsdp_pcache_state_str(const fsdp_pcache *pc)
@@ -342,7 +331,7 @@ const char *fsdp_pcache_state_str(const fsdp_pcache *pc)
 uint64_t fsdp_pcache_bytes(const fsdp_pcache *pc)
 {
     uint64_t bytes = 0;
-    for (int i = 0; i < pc->map.nparts; ++i) bytes += pc->map.bytes[i];
+    for (int i = 0; i < pc->parts.nparts; ++i) bytes += pc->parts.bytes[i];
     return bytes;
 }
 
@@ -360,8 +349,9 @@ void fsdp_pcache_report(const fsdp_pcache *pc, int rank)
 
 void fsdp_pcache_free(fsdp_pcache *pc)
 {
-    fsdp_pcache_map_close(&pc->map);
+    fsdp_pcache_parts_close(&pc->parts);
     free(pc->m);
+    free(pc->row);
     free(pc->need);
     free(pc->index);
     free(pc->dir);

@@ -42,7 +42,8 @@ typedef struct fsdp_pcache {
     fsdp_pcache_index *index;
     int nimages;
     fsdp_pcache_manifest *m;
-    fsdp_pcache_map map;
+    fsdp_pcache_parts parts;
+    float *row;              /* one variant's floats, read */
     int built;               /* built in this run (else reused) */
     double extract_s;
     double steps_from;       /* when serving began: the steps' seconds count from here */
@@ -65,9 +66,10 @@ fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *
  * floats of the frozen prefix's outputs served; 0 without a prefix
  * (-fsdp-plan's line). */
 uint64_t fsdp_pcache_variant_floats(const fsdp_engine *e, const network *net);
-/* Serving: the prediction's peak (RSS: every page the rank maps) and
- * PSS (one copy for the `ranks` of the machine) grow by the cache's
- * bytes, which rank 0 says. */
+/* Serving: the prediction's peak and PSS grow by the rank's buffer of one
+ * variant (the files are read through the page cache, one copy for the
+ * `ranks` of the machine, in no rank's resident set), which rank 0 says
+ * with the files' size. */
 void fsdp_pcache_predict(const fsdp_pcache *pc, size_t *peak, size_t *pss, int ranks);
 /* "off", "unused", "built" or "reused"; the files' bytes (0 unless
  * serving); the steps' seconds so far. */

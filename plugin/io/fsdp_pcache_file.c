@@ -4,7 +4,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "fsdp_pcache_file.h"
@@ -170,51 +169,86 @@ fsdp_status fsdp_pcache_manifest_read(const char *dir, fsdp_pcache_manifest *m, 
     return FSDP_ERR_CONFIG;
 }
 
-/* Part i mapped and checked; *why otherwise. */
-static const char *map_part(fsdp_pcache_map *map, const char *dir, const fsdp_pcache_manifest *m, int i, int verify)
+/* Part i's checksum, read in pieces. */
+static int checksum_ok(int fd, uint64_t bytes, uint64_t want)
 {
-    char p[4096];
-    part_path(p, sizeof p, dir, i, m->nparts);
+    static const size_t chunk = 1 << 20;
+    unsigned char *buf = malloc(chunk);
+    fsdp_hasher h;
+    fsdp_hasher_init(&h);
+    uint64_t at = FSDP_PCACHE_HEADER;
+    while (buf && at < bytes) {
+        size_t n = bytes - at < chunk ? (size_t)(bytes - at) : chunk;
+        ssize_t got = pread(fd, buf, n, (off_t)at);
+        if (got <= 0) break;
+        fsdp_hasher_add(&h, buf, (size_t)got);
+        at += (uint64_t)got;
+    }
+    free(buf);
+    return at == bytes && fsdp_hasher_end(&h) == want;
+}
+
+/* Part i opened and checked; *why otherwise. */
+static const char *open_part(fsdp_pcache_parts *p, const char *dir, const fsdp_pcache_manifest *m, int i, int verify)
+{
+    char path[4096];
+    part_path(path, sizeof path, dir, i, m->nparts);
     uint64_t want = fsdp_pcache_part_bytes(m->count[i], m->floats);
-    int fd = open(p, O_RDONLY | O_NOFOLLOW);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW);
     struct stat st;
     if (fd < 0) return "a part is missing";
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want) {
-        close(fd);
+    p->fd[i] = fd;
+    p->bytes[i] = want;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want)
         return "a part's size is not the manifest's";
-    }
-    void *b = mmap(NULL, (size_t)want, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (b == MAP_FAILED) return "a part cannot be mapped";
-    map->base[i] = b;
-    map->bytes[i] = (size_t)want;
-    unsigned char h[FSDP_PCACHE_HEADER];
+    unsigned char h[FSDP_PCACHE_HEADER], got[FSDP_PCACHE_HEADER];
     header(h, m, i);
-    if (memcmp(h, b, sizeof h)) return "a part's header is not the manifest's";
-    if (verify && fsdp_hash(map->base[i] + FSDP_PCACHE_HEADER, want - FSDP_PCACHE_HEADER) != m->hash[i])
-        return "a part's checksum is not the manifest's";
+    if (pread(fd, got, sizeof got, 0) != (ssize_t)sizeof got || memcmp(h, got, sizeof h))
+        return "a part's header is not the manifest's";
+    if (verify && !checksum_ok(fd, want, m->hash[i])) return "a part's checksum is not the manifest's";
     return NULL;
 }
 
-fsdp_status fsdp_pcache_map_open(fsdp_pcache_map *map, const char *dir, const fsdp_pcache_manifest *m,
-                                 const unsigned char *verify, char *why, size_t n)
+fsdp_status fsdp_pcache_parts_open(fsdp_pcache_parts *p, const char *dir, const fsdp_pcache_manifest *m,
+                                   const unsigned char *verify, char *why, size_t n)
 {
-    memset(map, 0, sizeof *map);
-    map->nparts = m->nparts;
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < FSDP_PCACHE_MAX_PARTS; ++i) p->fd[i] = -1;
+    p->nparts = m->nparts;
     for (int i = 0; i < m->nparts; ++i) {
-        const char *bad = map_part(map, dir, m, i, verify && verify[i]);
+        const char *bad = open_part(p, dir, m, i, verify && verify[i]);
         if (bad) {
             snprintf(why, n, "%s/part-%d-of-%d.bin: %s", dir, i, m->nparts, bad);
-            fsdp_pcache_map_close(map);
+            fsdp_pcache_parts_close(p);
             return FSDP_ERR_CONFIG;
         }
     }
     return FSDP_OK;
 }
 
-void fsdp_pcache_map_close(fsdp_pcache_map *map)
+fsdp_status fsdp_pcache_parts_read(const fsdp_pcache_parts *p, const fsdp_pcache_manifest *m, uint64_t v, float *out)
 {
-    for (int i = 0; i < map->nparts; ++i)
-        if (map->base[i]) munmap((void *)map->base[i], map->bytes[i]);
-    memset(map, 0, sizeof *map);
+    int lo = 0, hi = m->nparts - 1;   /* the part whose first variant is the last at or below v */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (m->first[mid] <= v) lo = mid;
+        else hi = mid - 1;
+    }
+    size_t bytes = (size_t)m->floats * sizeof(float);
+    off_t at = (off_t)(FSDP_PCACHE_HEADER + (v - m->first[lo]) * bytes);
+    for (size_t done = 0; done < bytes;) {
+        ssize_t got = pread(p->fd[lo], (char *)out + done, bytes - done, at + (off_t)done);
+        if (got <= 0)
+            return fsdp_fail(FSDP_ERR_IO, "probe cache: reading variant %llu of part %d failed: %s",
+                             (unsigned long long)v, lo, got < 0 ? strerror(errno) : "the file is shorter");
+        done += (size_t)got;
+    }
+    return FSDP_OK;
+}
+
+void fsdp_pcache_parts_close(fsdp_pcache_parts *p)
+{
+    for (int i = 0; i < p->nparts; ++i)
+        if (p->fd[i] >= 0) close(p->fd[i]);
+    memset(p, 0, sizeof *p);
 }

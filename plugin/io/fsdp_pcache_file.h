@@ -5,7 +5,9 @@
  * written under a temporary name and renamed into place; the manifest
  * comes last, so a folder without one, or whose parts do not match it, is
  * never read.  Every number read is checked against its bounds; symbolic
- * links are not followed. */
+ * links are not followed.  A run reads the parts with pread, through the
+ * page cache: the ranks of a machine share its one copy, which is in no
+ * rank's resident set (and the kernel may drop and read it again). */
 #ifndef FSDP_PCACHE_FILE_H
 #define FSDP_PCACHE_FILE_H
 
@@ -49,16 +51,18 @@ void fsdp_pcache_manifest_remove(const char *dir);
 /* FSDP_OK and *m, or a status with why (no manifest, a malformed one). */
 fsdp_status fsdp_pcache_manifest_read(const char *dir, fsdp_pcache_manifest *m, char *why, size_t n);
 
-/* The parts mapped read-only (shared by the ranks of a machine through the
- * page cache); checked against the manifest: header, size, and the
- * checksum of the parts with verify[i] set.  *why on a mismatch. */
-typedef struct fsdp_pcache_map {
+/* The parts opened read-only and checked against the manifest: header,
+ * size, and the checksum of the parts with verify[i] set.  *why on a
+ * mismatch. */
+typedef struct fsdp_pcache_parts {
     int nparts;
-    const unsigned char *base[FSDP_PCACHE_MAX_PARTS];
-    size_t bytes[FSDP_PCACHE_MAX_PARTS];
-} fsdp_pcache_map;
-fsdp_status fsdp_pcache_map_open(fsdp_pcache_map *map, const char *dir, const fsdp_pcache_manifest *m,
-                                 const unsigned char *verify, char *why, size_t n);
-void fsdp_pcache_map_close(fsdp_pcache_map *map);
+    int fd[FSDP_PCACHE_MAX_PARTS];
+    uint64_t bytes[FSDP_PCACHE_MAX_PARTS];
+} fsdp_pcache_parts;
+fsdp_status fsdp_pcache_parts_open(fsdp_pcache_parts *p, const char *dir, const fsdp_pcache_manifest *m,
+                                   const unsigned char *verify, char *why, size_t n);
+/* Variant v's floats (m->floats of them) into out. */
+fsdp_status fsdp_pcache_parts_read(const fsdp_pcache_parts *p, const fsdp_pcache_manifest *m, uint64_t v, float *out);
+void fsdp_pcache_parts_close(fsdp_pcache_parts *p);
 
 #endif

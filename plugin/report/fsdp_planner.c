@@ -81,8 +81,8 @@ static void cache_line(const fsdp_engine *e, const network *net, FILE *out)
     uint64_t floats = fsdp_pcache_variant_floats(e, net);
     if (!floats) return;
     fprintf(out, "\nProbe cache (classifier train with fixed input): %llu floats per image and variant, %.1f KB per "
-            "training image on disk (the image and its mirror image); the ranks of a machine map one copy, each "
-            "counting its share in PSS.\n", (unsigned long long)floats, 2.0 * floats * sizeof(float) / 1e3);
+            "training image on disk (the image and its mirror image), read through the page cache: one copy per "
+            "machine, in no rank's RSS or PSS.\n", (unsigned long long)floats, 2.0 * floats * sizeof(float) / 1e3);
 }
 
 static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step)
