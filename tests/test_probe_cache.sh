@@ -169,5 +169,9 @@ probe_cfg "$WORK/crop.cfg" 4 frozen=1
 sed -i 's/^max_crop=16$/max_crop=24/' "$WORK/crop.cfg"
 train_np "$WORK/crop.w" 2 "$D/data.data" "$WORK/crop.cfg" -seed 5 -clear "$WORK/pre.w"
 check "a random crop: the line naming the key" said "probe cache: not used: the input is random: min_crop=16 max_crop=24" "$WORK/crop.w"
+"$DN" partial "$WORK/pre.cfg" "$WORK/pre.w" "$WORK/short.w" 1 > /dev/null 2>&1
+train_np "$WORK/shortrun.w" 1 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$WORK/short.w"
+check "a weights file ending inside the trunk: no cache, said" \
+  said "probe cache: not used: .*short.w ends inside the frozen layers" "$WORK/shortrun.w"
 check "a random crop: one line, from rank 0" test "$(grep -c "probe cache" "$WORK/crop.w.err")" = 1
 finish

@@ -133,7 +133,9 @@ static fsdp_status key(fsdp_pcache *pc, fsdp_engine *e, const network *net, cons
 {
     fsdp_pcache_key *k = &pc->m->key;
     FSDP_TRY(fsdp_pcache_hash_cfg(pc->cfg, pc->k, &k->cfg));
-    FSDP_TRY(fsdp_pcache_hash_weights(net, pc->k, pc->weights, &k->weights));
+    fsdp_status w = fsdp_pcache_hash_weights(net, pc->k, pc->weights, &k->weights);
+    if (w == FSDP_ERR_UNSUPPORTED) return w;   /* the caller says so */
+    FSDP_TRY(w);
     FSDP_TRY(fsdp_pcache_hash_images(a->paths, a->m, &k->images));
     k->layout = fsdp_hash_word(k->layout, (uint64_t)a->center);
     k->nimages = (uint64_t)a->m;
@@ -254,7 +256,14 @@ fsdp_status fsdp_pcache_train_inputs(fsdp_pcache *pc, fsdp_engine *e, network *n
     pc->m = calloc(1, sizeof *pc->m);
     if (!pc->m) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     FSDP_TRY(layout(pc, net));
-    FSDP_TRY(key(pc, e, net, a));
+    fsdp_status s = key(pc, e, net, a);
+    if (s == FSDP_ERR_UNSUPPORTED) {
+        if (rank0)
+            fprintf(stderr, "fsdp: probe cache: not used: %s ends inside the frozen layers: some keep their random "
+                    "initialisation\n", pc->weights);
+        return FSDP_OK;
+    }
+    FSDP_TRY(s);
     FSDP_TRY(reuse_or_build(pc, e, net, a, serve));
     if (!*serve) return FSDP_OK;
     pc->row = malloc(sizeof(float) * (size_t)pc->m->floats);
@@ -289,7 +298,9 @@ fsdp_status fsdp_pcache_sample_input(const fsdp_pcache *pc, const char *path, in
 fsdp_status fsdp_pcache_forward_start(fsdp_pcache *pc, fsdp_engine *e, network *net, int *start)
 {
     *start = 0;
-    if (pc->state != FSDP_PCACHE_SERVING || net != fsdp_engine_net(e) || !net->train) return FSDP_OK;
+    if (pc->state != FSDP_PCACHE_SERVING || net != fsdp_engine_net(e)) return FSDP_OK;
+    if (!net->train)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "probe cache: a forward outside training on the cache's inputs");
     FSDP_TRY(fsdp_prefix_skip(e, net, pc->k));
     for (int b = 0; b < net->batch; ++b) {
         const float *row = net->input + (size_t)b * net->inputs;

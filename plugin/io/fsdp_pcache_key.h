@@ -30,7 +30,9 @@ const char *fsdp_pcache_random_input(const network *net, const load_args *a, cha
 /* The prefix's sections (layers [0, k)) of cfg: their hash. */
 fsdp_status fsdp_pcache_hash_cfg(const char *cfg, int k, uint64_t *hash);
 /* The prefix's floats in the weights file, as load_weights reads them;
- * FSDP_ERR_UNSUPPORTED where the file ends inside the prefix. */
+ * FSDP_ERR_UNSUPPORTED, nothing printed, where the file ends inside the
+ * prefix (load_weights stops there quietly: the rest keeps its random
+ * initialisation). */
 fsdp_status fsdp_pcache_hash_weights(const network *net, int k, const char *file, uint64_t *hash);
 /* Each of the n images' path, size and modification time. */
 fsdp_status fsdp_pcache_hash_images(char **paths, int n, uint64_t *hash);
