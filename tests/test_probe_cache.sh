@@ -151,6 +151,10 @@ check "after a touched image: byte-identical" cmp "$WORK/off1.w" "$WORK/s1.w"
 train "$WORK/pre2.w" "$D/data.data" "$WORK/pre.cfg" -seed 4
 train_np "$WORK/s2.w" 1 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear "$WORK/pre2.w"
 check "other trunk weights: refused and rebuilt" said "made for other inputs \(the frozen layers' weights differ\)" "$WORK/s2.w"
+touch "$WORK/two/notes.txt"
+train_np "$WORK/s2b.w" 1 "$D/data.data" "$WORK/probe.cfg" -seed 5 -clear -fsdp-probe-cache "$WORK/two" "$WORK/pre2.w"
+check "a rebuild on another world leaves no part of the old build, and other files alone" \
+  test "$(cd "$WORK/two" && ls | tr '\n' ' ')" = "MANIFEST notes.txt part-0-of-1.bin "
 sed -i '0,/activation=leaky/s//activation=relu/' "$WORK/probe.cfg"
 stale "another cfg prefix" "the cfg's frozen layers" "$WORK/s3.w"
 run "$WORK/s3off.w" 1 -fsdp-probe-cache off

@@ -66,6 +66,7 @@ static const char *unfit(const fsdp_pcache *pc, const network *net, const load_a
     const char *random = fsdp_pcache_random_input(net, a, key, sizeof key);
     if (random) return snprintf(buf, n, "the input is random: %s", random), buf;
     if (net->gpu_index >= 0) return "GPU runs are not served from it";
+    if (a->m < 1) return "the train list is empty";
     if (pc->machines > 1) return "the ranks span machines";
     if (!pc->weights) return "no weights file: the frozen layers' weights are random";
     for (int i = 0; i < pc->k; ++i) {

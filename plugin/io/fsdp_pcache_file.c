@@ -1,4 +1,5 @@
 /* The probe cache's files (fsdp_pcache_file.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -82,6 +83,16 @@ void fsdp_pcache_manifest_remove(const char *dir)
     char p[4096];
     snprintf(p, sizeof p, "%s/MANIFEST", dir);
     unlink(p);
+    DIR *d = opendir(dir);
+    for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d)) {
+        int i, n, end = 0;
+        /* Only names a build writes: part-I-of-N.bin. */
+        if (sscanf(de->d_name, "part-%d-of-%d.bin%n", &i, &n, &end) == 2 && !de->d_name[end]) {
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    }
+    if (d) closedir(d);
 }
 
 fsdp_status fsdp_pcache_manifest_write(const char *dir, const fsdp_pcache_manifest *m)

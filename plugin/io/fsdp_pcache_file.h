@@ -44,8 +44,9 @@ fsdp_status fsdp_pcache_part_add(fsdp_pcache_writer *w, const float *x, size_t n
 fsdp_status fsdp_pcache_part_close(fsdp_pcache_writer *w, uint64_t *hash);
 void fsdp_pcache_part_abandon(fsdp_pcache_writer *w);
 
-/* The manifest, atomically; and removed (a cache being rebuilt is
- * incomplete from the start). */
+/* The manifest, atomically; and removed with every part a build of any
+ * world left (a cache being rebuilt is incomplete from the start, and
+ * holds no other build's parts). */
 fsdp_status fsdp_pcache_manifest_write(const char *dir, const fsdp_pcache_manifest *m);
 void fsdp_pcache_manifest_remove(const char *dir);
 /* FSDP_OK and *m, or a status with why (no manifest, a malformed one). */
