@@ -7,3 +7,5 @@ fsdp_script_test(probe_cache_machines test_probe_cache.sh machines)
 set_tests_properties(probe_cache_machines PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 fsdp_script_test(probe_cache_memcheck test_probe_cache.sh memcheck)
 set_tests_properties(probe_cache_memcheck PROPERTIES SKIP_RETURN_CODE 77)
+# Under valgrind it takes a minute or more: CI runs it, the everyday tools/test leaves it out.
+set_property(TEST probe_cache_memcheck APPEND PROPERTY LABELS slow)
