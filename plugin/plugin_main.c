@@ -823,10 +823,10 @@ int darknet_plugin_init(const dn_abi *abi, int *argc, char **argv, dn_hooks *h)
     h->network_resized = h_resized;
     h->layer_built = h_layer_built;
     h->load_layer = h_load_layer;
-    h->bn_sync = ctl->world > 1 ? h_bn_sync : NULL;
+    h->bn_sync = ctl->world > 1 ? h_bn_sync : NULL;   /* a world of one has nothing to combine */
     h->train_inputs = h_train_inputs;
     h->sample_input = h_sample_input;
-    h->forward_start = h_forward_start;   /* a world of one has nothing to combine */
+    h->forward_start = h_forward_start;
     P.hooks = h;
     return DN_OK;
 }
