@@ -20,8 +20,9 @@
 #include "darknet.h"
 
 /* 2: dn_hooks gained owns_gradients, layer_built and load_layer, and dn_abi
- * hooks_size. */
-#define DN_PLUGIN_API_VERSION 2
+ * hooks_size.  3: train_inputs, sample_input and forward_start, and
+ * load_args plugin_inputs. */
+#define DN_PLUGIN_API_VERSION 3
 
 typedef enum {
     DN_OK = 0,
@@ -152,6 +153,18 @@ typedef struct dn_hooks {
      * skipped): DN_BEFORE ahead of Darknet's by-value copy of the layer, so
      * the hook may give it arrays to read into; DN_AFTER once read. */
     int (*load_layer)(void *ctx, network *net, int i, dn_when when);
+    /* classifier train, before its loader's first load: the loader's
+     * arguments.  DN_SKIP: the plugin supplies each sample's input through
+     * sample_input, and the loader decodes no image. */
+    int (*train_inputs)(void *ctx, network *net, load_args *args);
+    /* In a loader thread, for each sample once its random draws are made
+     * (the same draws as without the plugin): write the row Darknet trains
+     * on (cols floats) for the image at `path`, mirrored when flip is 1. */
+    int (*sample_input)(void *ctx, const char *path, int flip, float *row, int cols);
+    /* forward_network (host), before its loop: returns the first layer to
+     * run (0: all), having filled the outputs that layer and the ones after
+     * it read from the layers before it. */
+    int (*forward_start)(void *ctx, network *net);
 } dn_hooks;
 
 /* The one symbol a plugin exports.  It may remove its own flags from argv

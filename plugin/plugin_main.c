@@ -85,6 +85,22 @@ static void h_finish(void *c, int status)
     if (s != FSDP_OK) exit(1);
 }
 static void h_help(void *c) { fsdp_help_print(stdout); }
+static int h_train_inputs(void *c, network *net, load_args *a)
+{
+    int serve = 0;
+    fsdp_status s = fsdp_session_train_inputs(c, net, a, &serve);
+    return s != FSDP_OK ? to_dn(c, s) : serve ? DN_SKIP : DN_OK;
+}
+static int h_sample_input(void *c, const char *path, int flip, float *row, int cols)
+{
+    return to_dn(c, fsdp_session_sample_input(c, path, flip, row, cols));
+}
+static int h_forward_start(void *c, network *net)
+{
+    int start = 0;
+    fsdp_status s = fsdp_session_forward_start(c, net, &start);
+    return s != FSDP_OK ? to_dn(c, s) : start;
+}
 
 static const dn_hooks adapters = {
     .cfg_option = h_cfg,
@@ -105,6 +121,9 @@ static const dn_hooks adapters = {
     .network_free = h_free,
     .finish = h_finish,
     .help = h_help,
+    .train_inputs = h_train_inputs,
+    .sample_input = h_sample_input,
+    .forward_start = h_forward_start,
     .owns_gradients = 1,   /* flats hold every gradient (fsdp_flat.h) */
 };
 

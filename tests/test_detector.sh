@@ -165,6 +165,8 @@ case $case_name in
     check "$np ranks: equal to one process with batch $((b * np)) ($("$WDIFF" "$WORK/ref.w" "$WORK/np.w" --tol 1e-4 | head -1))" \
       "$WDIFF" "$WORK/ref.w" "$WORK/np.w" --tol 1e-4
     check "$np ranks: backbone floats bit-identical to the start" "$WDIFF" "$WORK/conv15.w" "$WORK/np.w" --exact --floats "$lo:$hi"
+    check "$np ranks: no probe cache for detector train, and rank 0 says so once" \
+      test "$(grep -c "probe cache: not used: only classifier train is served from it, not detector train" "$WORK/np.w.err")" = 1
     # Parameters (weights, biases, batch-norm scales; rolling statistics are
     # not sharded): conv k*k*c*f + 2f with batch norm, + f without.  The
     # head's batch norm: 8 + 16 channels synchronized.

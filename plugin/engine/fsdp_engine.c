@@ -663,6 +663,11 @@ static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *
     return s;
 }
 
+fsdp_status fsdp_engine_run_op(fsdp_engine *e, const fsdp_op *op)
+{
+    return run_op(e, op, NULL);
+}
+
 static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_args *a)
 {
     /* A counting copy runs the flats' operations alone: the activations'

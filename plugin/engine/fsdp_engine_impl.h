@@ -67,5 +67,8 @@ fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at a
 /* The update's ops: the reduce in flight settled, the groups that did not
  * step in backward stepped. */
 fsdp_status fsdp_engine_run_update(fsdp_engine *e, const update_args *a);
+/* One op of the plan, outside the plan's order (fsdp_prefix.c): a forward
+ * op, which steps nothing. */
+fsdp_status fsdp_engine_run_op(fsdp_engine *e, const fsdp_op *op);
 
 #endif

@@ -44,6 +44,9 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a "
       "link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire; probe, under mpirun: the ranks' own "
       "machines and link, measured", NULL, VALUE(link), NULL, 0 },
+    { "-fsdp-probe-cache", "off|DIR", "classifier train with frozen first layers and fixed input: their outputs are "
+      "computed once per image into DIR and reused; off: every step runs them", "on where it applies, into "
+      "BACKUP/NAME.probe", VALUE(probe_cache), NULL, 0 },
     { "-fsdp-help", NULL, "print this help and exit; md: the reference in markdown (tools/reference writes the docs "
       "from it)", NULL, VALUE(help), "md", VALUE(help_md) },
 };

@@ -32,6 +32,7 @@ typedef struct fsdp_flags {
     const char *trace;     /* -fsdp-trace FILE (fsdp_trace.h) */
     const char *trace_steps;   /* -fsdp-trace-steps FIRST-LAST */
     const char *straggler_window;   /* -fsdp-straggler-window STEPS (fsdp_straggle.h) */
+    const char *probe_cache; /* -fsdp-probe-cache off|DIR (fsdp_pcache.h) */
     int help;              /* -fsdp-help */
     int help_md;           /* -fsdp-help md */
 } fsdp_flags;

@@ -40,12 +40,13 @@ fsdp_status fsdp_meter_step(fsdp_meter *m, const fsdp_engine *e)
 }
 
 fsdp_status fsdp_meter_write(fsdp_meter *m, const fsdp_engine *e, const fsdp_hosts *hosts,
-                             const fsdp_mem_prediction *predicted, const fsdp_straggle *straggle)
+                             const fsdp_mem_prediction *predicted, const fsdp_straggle *straggle,
+                             const fsdp_pcache *pcache)
 {
     if (!m->path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || m->written) return FSDP_OK;
     m->written = 1;
     fsdp_stats_sources src = { e, fsdp_engine_bn(e), hosts, predicted, m->peak_pss,
-                               { m->setup_cpu_s[0], m->setup_cpu_s[1] }, .straggle = straggle };
+                               { m->setup_cpu_s[0], m->setup_cpu_s[1] }, .straggle = straggle, .pcache = pcache };
     return fsdp_write_stats(&src, m->path);
 }
 

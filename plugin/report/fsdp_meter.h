@@ -22,9 +22,11 @@ void fsdp_meter_built(fsdp_meter *m);
  * rank's set-up time after the first, rank 0's PSS. */
 fsdp_status fsdp_meter_step(fsdp_meter *m, const fsdp_engine *e);
 /* Rank 0 writes the file, if asked for and not yet written; straggle:
- * each rank's compute seconds (fsdp_straggle.h), or NULL. */
+ * each rank's compute seconds (fsdp_straggle.h), or NULL; pcache: the
+ * probe cache (fsdp_pcache.h). */
 fsdp_status fsdp_meter_write(fsdp_meter *m, const fsdp_engine *e, const fsdp_hosts *hosts,
-                             const fsdp_mem_prediction *predicted, const fsdp_straggle *straggle);
+                             const fsdp_mem_prediction *predicted, const fsdp_straggle *straggle,
+                             const fsdp_pcache *pcache);
 void fsdp_meter_free(fsdp_meter *m);
 
 #endif

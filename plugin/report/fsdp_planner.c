@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include "fsdp_acts.h"
 #include "fsdp_engine.h"
+#include "fsdp_pcache.h"
 #include "fsdp_memplan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
@@ -74,6 +75,17 @@ static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, s
 
 /* What one step moves per rank at `world` under `strategy` (the byte
  * theory, fsdp_memplan_step_bytes), and each group's trainable part. */
+/* The probe cache a classifier run of this cfg would keep (fsdp_pcache.h):
+ * its size per training image, on disk and in memory. */
+static void cache_line(const fsdp_engine *e, const network *net, FILE *out)
+{
+    uint64_t floats = fsdp_pcache_variant_floats(e, net);
+    if (!floats) return;
+    fprintf(out, "\nProbe cache (classifier train with fixed input): %llu floats per image and variant, %.1f KB per "
+            "training image on disk (the image and its mirror image), read through the page cache: one copy per "
+            "machine, in no rank's RSS or PSS.\n", (unsigned long long)floats, 2.0 * floats * sizeof(float) / 1e3);
+}
+
 static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step)
 {
     int ng = fsdp_engine_layout(e)->ngroups;
@@ -124,6 +136,7 @@ static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strat
     *out = (fsdp_mem_prediction){ 0 };
     if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
     if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
+    if (s == FSDP_OK && groups) cache_line(e, net, groups);
     if (s == FSDP_OK && step) s = step_of(e, net, world, step);
     seen->subdivisions = net->subdivisions;
     seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;

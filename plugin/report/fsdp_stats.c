@@ -73,6 +73,15 @@ static void write_hosts(FILE *f, const fsdp_stats_sources *src)
     fputs("],\n", f);
 }
 
+static void write_pcache(FILE *f, const fsdp_pcache *pc)
+{
+    fprintf(f, " \"probe_cache\": {\"state\": \"%s\", \"bytes\": %llu, \"extraction_seconds\": %.3f, "
+            "\"steps_seconds\": %.3f, \"folder\": ", fsdp_pcache_state_str(pc),
+            (unsigned long long)fsdp_pcache_bytes(pc), pc->extract_s, fsdp_pcache_steps_s(pc));
+    json_string(f, pc->dir ? pc->dir : "");
+    fputs("},\n", f);
+}
+
 /* The totals after the groups: bytes, batch norm's checks, the machines,
  * set-up time and memory, measured and predicted. */
 static void write_totals(FILE *f, const fsdp_stats_sources *src)
@@ -92,6 +101,7 @@ static void write_totals(FILE *f, const fsdp_stats_sources *src)
             (unsigned long long)src->bn->bytes, src->bn->rolling_checks, src->bn->rolling_differ);
     write_hosts(f, src);
     if (src->straggle) fsdp_straggle_write_stats(f, src->straggle);
+    if (src->pcache) write_pcache(f, src->pcache);
     fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"predicted_pss_bytes\": %zu,\n",
             src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, p->pss);
     fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"

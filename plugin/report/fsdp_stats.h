@@ -8,6 +8,7 @@
 #include "fsdp_hosts.h"
 #include "fsdp_memplan.h"
 #include "fsdp_straggle.h"
+#include "fsdp_pcache.h"
 
 /* What the file reports, each part from its owner. */
 typedef struct fsdp_stats_sources {
@@ -18,6 +19,7 @@ typedef struct fsdp_stats_sources {
     size_t peak_pss;                        /* rank 0's largest PSS at the end of a step */
     double setup_cpu_s[2];                  /* CPU seconds before the first step: least and most of any rank */
     const fsdp_straggle *straggle;          /* each rank's compute seconds; NULL: none */
+    const fsdp_pcache *pcache;              /* the probe cache (fsdp_pcache.h); NULL: none */
 } fsdp_stats_sources;
 
 /* Writes the file (rank 0), whole or not at all. */

@@ -98,6 +98,7 @@ static fsdp_status refuse(fsdp_session *ses, fsdp_ctl *ctl, fsdp_status s)
     fsdp_longrun_free(&ses->longrun);
     fsdp_meter_free(&ses->meter);
     fsdp_observe_free(&ses->observe);
+    fsdp_pcache_free(&ses->pcache);
     free(ses);
     return s;
 }
@@ -172,8 +173,10 @@ fsdp_status fsdp_session_finish(fsdp_session *ses, int status)
      * here (every rank is here after a run that ended well). */
     fsdp_status s = status == 0 ? fsdp_longrun_finish(&ses->longrun) : FSDP_OK;
     if (s == FSDP_OK && status == 0)
-        s = fsdp_meter_write(&ses->meter, ses->engine, &ses->hosts, &ses->predicted, &ses->observe.straggle);
+        s = fsdp_meter_write(&ses->meter, ses->engine, &ses->hosts, &ses->predicted, &ses->observe.straggle,
+                             &ses->pcache);
     if (s == FSDP_OK && status == 0) s = fsdp_observe_finish(&ses->observe);
+    if (status == 0) fsdp_pcache_report(&ses->pcache, fsdp_engine_ctl(ses->engine)->rank);
     ses->keep_ring = status != 0 || s != FSDP_OK;   /* a run that ended well leaves no ring */
     stop_all_unless_agreed(ses, status);
     return s;
@@ -191,6 +194,7 @@ void fsdp_session_free(fsdp_session *ses)
     fsdp_hosts_free(&ses->hosts);
     fsdp_meter_free(&ses->meter);
     fsdp_agree_free(&ses->agreement);
+    fsdp_pcache_free(&ses->pcache);
     fsdp_watch_enter("MPI_Finalize", NULL);   /* every rank must reach it */
     if (coll != ses->host_coll) fsdp_coll_free(coll);
     fsdp_coll_free(ses->host_coll);

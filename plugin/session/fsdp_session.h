@@ -16,9 +16,10 @@
  *                     every rank stopped after an error they did not agree on
  *   fsdp_session_free     the teardown: the engine, the backends, MPI
  * Darknet's other events go to the engine (fsdp_engine.h) through
- * fsdp_session_engine.  Where a new piece goes: a flag's check and its
- * agreement in fsdp_session_flags.c; an action before training in
- * fsdp_session_start.c's first-network sequence; one at each step in
+ * fsdp_session_engine, the probe cache's three to fsdp_pcache.h.  Where a
+ * new piece goes: a flag's check and its agreement in
+ * fsdp_session_flags.c; an action before training in
+ * fsdp_session_events.c's before_shard or after_shard; one at each step in
  * fsdp_session_step; the session's state in fsdp_session_impl.h. */
 #ifndef FSDP_SESSION_H
 #define FSDP_SESSION_H
@@ -58,6 +59,13 @@ fsdp_status fsdp_session_backward(fsdp_session *ses, network *net, int i, dn_whe
 fsdp_status fsdp_session_save_begin(fsdp_session *ses, network *net, const char *file, int *writes);
 fsdp_status fsdp_session_save_end(fsdp_session *ses, network *net, const char *file);
 fsdp_status fsdp_session_network_free(fsdp_session *ses, network *net);
+/* The probe cache's (fsdp_pcache.h): train_inputs decides whether it
+ * serves the loader's inputs (*serve), and adds its buffer to the memory
+ * prediction; sample_input runs in the loader's threads; forward_start
+ * sets *start, the first layer Darknet runs. */
+fsdp_status fsdp_session_train_inputs(fsdp_session *ses, network *net, load_args *a, int *serve);
+fsdp_status fsdp_session_sample_input(fsdp_session *ses, const char *path, int flip, float *row, int cols);
+fsdp_status fsdp_session_forward_start(fsdp_session *ses, network *net, int *start);
 /* status: Darknet's (0: the command ended well).  Does not return when it
  * must stop every rank (MPI_Abort). */
 fsdp_status fsdp_session_finish(fsdp_session *ses, int status);

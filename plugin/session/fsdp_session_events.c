@@ -44,9 +44,10 @@ static fsdp_status before_shard(fsdp_session *ses, network *net, const char *cfg
     return fsdp_longrun_before_shard(&ses->longrun, ctl, net, cfg);
 }
 
-/* Once it is sharded: the clock, the memory prediction (host runs), rank
- * 0's notes, then the checkpoint resumed. */
-static fsdp_status after_shard(fsdp_session *ses, network *net)
+/* Once it is sharded: the clock, the memory prediction (host runs), the
+ * files the probe cache is keyed by, rank 0's notes, then the checkpoint
+ * resumed. */
+static fsdp_status after_shard(fsdp_session *ses, network *net, const char *cfg)
 {
     fsdp_engine *e = ses->engine;
     const fsdp_ctl *ctl = fsdp_engine_ctl(e);
@@ -59,6 +60,7 @@ static fsdp_status after_shard(fsdp_session *ses, network *net)
         p->peak += p->snapshot;
         p->pss += p->snapshot;
     }
+    FSDP_TRY(fsdp_pcache_note_built(&ses->pcache, e, cfg, ses->longrun.weights_file));
     if (ctl->rank == 0) fsdp_notes_startup(e, &ses->predicted, &ses->hosts, ses->timeout_s);
     return fsdp_longrun_resume(&ses->longrun, e, net, ses->agreement.size, ses->agreement.hash);
 }
@@ -73,7 +75,7 @@ fsdp_status fsdp_session_start(fsdp_session *ses, network *net, const char *cfg)
     fsdp_status s = first ? before_shard(ses, net, cfg) : FSDP_OK;
     if (s == FSDP_OK) s = fsdp_on_network_built(e, net);
     if (s == FSDP_ERR_MISMATCH) fsdp_agreed_stop();   /* the engine's plan check: every rank saw it */
-    if (s == FSDP_OK && first) s = after_shard(ses, net);
+    if (s == FSDP_OK && first) s = after_shard(ses, net, cfg);
     if (first) fsdp_meter_built(&ses->meter);
     if (s == FSDP_OK && first && ctl->rank == 0) fsdp_notes_resumed(&ses->longrun, net, ctl->world);
     /* The first step is timed from here, by the log and the time line
@@ -144,7 +146,26 @@ fsdp_status fsdp_session_network_free(fsdp_session *ses, network *net)
     fsdp_engine *e = ses->engine;
     int mine = net == fsdp_engine_net(e);
     fsdp_status s = mine ? fsdp_longrun_finish(&ses->longrun) : FSDP_OK;
-    if (s == FSDP_OK && mine) s = fsdp_meter_write(&ses->meter, e, &ses->hosts, &ses->predicted, &ses->observe.straggle);
+    if (s == FSDP_OK && mine) s = fsdp_meter_write(&ses->meter, e, &ses->hosts, &ses->predicted, &ses->observe.straggle,
+                                                &ses->pcache);
     fsdp_status freed = fsdp_on_network_free(e, net);
     return s != FSDP_OK ? s : freed;
+}
+
+fsdp_status fsdp_session_train_inputs(fsdp_session *ses, network *net, load_args *a, int *serve)
+{
+    fsdp_status s = fsdp_pcache_train_inputs(&ses->pcache, ses->engine, net, a, serve);
+    fsdp_pcache_predict(&ses->pcache, &ses->predicted.peak, &ses->predicted.pss,
+                        fsdp_coll_node_layout(fsdp_engine_coll(ses->engine)).ranks);
+    return s;
+}
+
+fsdp_status fsdp_session_sample_input(fsdp_session *ses, const char *path, int flip, float *row, int cols)
+{
+    return fsdp_pcache_sample_input(&ses->pcache, path, flip, row, cols);
+}
+
+fsdp_status fsdp_session_forward_start(fsdp_session *ses, network *net, int *start)
+{
+    return fsdp_pcache_forward_start(&ses->pcache, ses->engine, net, start);
 }

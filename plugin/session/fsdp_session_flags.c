@@ -40,6 +40,7 @@ fsdp_status fsdp_session_check_flags(fsdp_session *ses, const fsdp_flags *f, int
     if (f->stats) FSDP_TRY(writable("-fsdp-stats", f->stats));
     if (f->log) FSDP_TRY(writable("-fsdp-log", f->log));
     if (f->trace) FSDP_TRY(writable("-fsdp-trace", f->trace));
+    FSDP_TRY(fsdp_pcache_init(&ses->pcache, f->probe_cache, argc, argv));
     return fsdp_longrun_flags(&ses->longrun, f, argc, argv);
 }
 
@@ -84,6 +85,8 @@ fsdp_status fsdp_session_agree_flags(fsdp_session *ses, fsdp_status local, fsdp_
         { "-fsdp-straggler-window",
           f->straggler_window ? fsdp_hash(f->straggler_window, strlen(f->straggler_window)) : 0,
           f->straggler_window ? f->straggler_window : "(default)" },
+        { "-fsdp-probe-cache", f->probe_cache ? fsdp_hash(f->probe_cache, strlen(f->probe_cache)) + 1 : 0,
+          f->probe_cache ? f->probe_cache : "not given" },
         { "the data file, its train list or the -file text", data_hash, data },
     };
     return fsdp_agree_start(ctl, local, list, (int)(sizeof list / sizeof list[0]));

@@ -10,6 +10,7 @@
 #include "fsdp_memplan.h"
 #include "fsdp_meter.h"
 #include "fsdp_observe.h"
+#include "fsdp_pcache.h"
 #include "fsdp_session.h"
 
 struct fsdp_session {
@@ -29,6 +30,7 @@ struct fsdp_session {
     fsdp_meter meter;              /* -fsdp-stats */
     fsdp_longrun longrun;          /* checkpoints, resumes, the clock */
     fsdp_observe observe;          /* -fsdp-trace and the stragglers */
+    fsdp_pcache pcache;            /* the probe cache (-fsdp-probe-cache) */
     int keep_ring;                 /* the flight recorder's file outlives a run that did not end well */
 };
 
