@@ -5,7 +5,7 @@
 #include <signal.h>
 #include "flat_fixture.h"
 
-static const fsdp_flat_kind SHARDED_TRAIN = { .sharded = 1, .state = 1 };
+static const fsdp_flat_kind SHARDED_TRAIN = { .sharded = 1, .trainable = 1 };
 
 /* ---- layout and padding -------------------------------------------------- */
 
@@ -156,7 +156,7 @@ Test(flat, replicated_stays_gathered)
     fsdp_tensor t[2];
     fixture_layer(&x, 0, 10, 6, t);
     fsdp_flat f;
-    fsdp_flat_kind grad_op = { .sharded = 0, .state = 1 };
+    fsdp_flat_kind grad_op = { .sharded = 0, .trainable = 1 };
     cr_assert_eq(fsdp_flat_setup(&x.c, &f, t, 2, grad_op), FSDP_OK);
     cr_assert_eq(f.state, FSDP_FLAT_GATHERED);
     cr_assert(f.own_in_full && f.own == f.full + 8, "rank 1 updates its part of the replica in place");

@@ -6,8 +6,8 @@
 #include <signal.h>
 #include "flat_fixture.h"
 
-static const fsdp_flat_kind SGD = { .sharded = 1, .state = 1 };
-static const fsdp_flat_kind ADAM = { .sharded = 1, .state = 1, .adam = 1 };
+static const fsdp_flat_kind SGD = { .sharded = 1, .trainable = 1 };
+static const fsdp_flat_kind ADAM = { .sharded = 1, .trainable = 1, .adam = 1 };
 
 /* A trainable flat of layer i: 10 weights, 6 biases. */
 static void train_flat(fixture *x, int i, fsdp_flat *f, fsdp_flat_kind kind)
@@ -100,7 +100,7 @@ Test(grad, none_all_reduces_the_whole_gradient_in_place)
     fixture x;
     fixture_init(&x, (fixture_shape){ .world = 3, .rank = 1 });
     fsdp_flat f;
-    train_flat(&x, 0, &f, (fsdp_flat_kind){ .sharded = 0, .state = 1, .whole = 1 });
+    train_flat(&x, 0, &f, (fsdp_flat_kind){ .sharded = 0, .trainable = 1, .whole = 1 });
     fsdp_grad g = { 0 };
     cr_assert_eq(fsdp_grad_point(&x.c, &g, &f), FSDP_OK);
     float *buf = g.buf;

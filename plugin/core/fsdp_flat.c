@@ -97,9 +97,9 @@ static fsdp_status lay_out(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_tens
     /* Shards aligned too: each rank's part of a gathered buffer starts aligned. */
     f->shard = fsdp_mem_aligned(c->mem, fsdp_shard_count(f->count, c->ctl->world));
     const fsdp_flat_kind *k = &f->kind;
-    f->nfull = (k->sharded || k->state) && !k->whole ? f->shard * (size_t)c->ctl->world : f->count;
+    f->nfull = (k->sharded || k->trainable) && !k->whole ? f->shard * (size_t)c->ctl->world : f->count;
     /* Replicated frozen parameters have no own part: nobody updates them. */
-    f->own_count = !k->sharded && !k->state ? 0 : k->whole ? f->count : f->shard;
+    f->own_count = !k->sharded && !k->trainable ? 0 : k->whole ? f->count : f->shard;
     return FSDP_OK;
 }
 
@@ -120,7 +120,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
     }
     if (kind.sharded) {
         FSDP_TRY(fill_from_tensors(c, f, &f->own, own_lo(c, f), f->shard));
-    } else if (kind.state) {
+    } else if (kind.trainable) {
         /* A replica; this rank updates all of it (`none`) or its own part of
          * it in place (grad_op), then all-gathers in place. */
         FSDP_TRY(fill_from_tensors(c, f, &f->full, 0, f->nfull));
@@ -132,7 +132,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
     free_darknet_arrays(c, f);
     if (f->state == FSDP_FLAT_GATHERED) point(f, f->full);
 
-    if (kind.state) {
+    if (kind.trainable) {
         /* SGD keeps momentum only; Adam a second moment too. */
         f->m = fsdp_mem_alloc(c->mem, f->own_count, 1);
         f->v = kind.adam ? fsdp_mem_alloc(c->mem, f->own_count, 1) : NULL;
@@ -143,7 +143,7 @@ fsdp_status fsdp_flat_setup(const fsdp_flat_ctx *c, fsdp_flat *f, const fsdp_ten
         f->grad_in_m = c->ctl->world == 1 && !kind.adam;
     }
     size_t floats = (f->own && !f->own_in_full ? f->own_count : 0) + (f->full ? f->nfull : 0);
-    if (kind.state) floats += (size_t)(1 + kind.adam) * f->own_count;
+    if (kind.trainable) floats += (size_t)(1 + kind.adam) * f->own_count;
     f->state_bytes = floats * sizeof(float);
     return FSDP_OK;
 }

@@ -63,10 +63,10 @@ typedef struct fsdp_node {
     fsdp_node_layout at;  /* the machines' shape: ranks per machine, this rank's place, its peers */
     int stale;            /* a rank wrote node-shared parameters since the last node_sync */
     int publishing;       /* several machines: updated parts on their way to the peers (started) */
-    int publish_ticket;   /* ... the latest, whose wait completes them all */
-    struct fsdp_flat *publishing_flat;   /* ... whose parts they are */
+    int publish_ticket;   /* the latest publication's ticket, whose wait completes them all */
+    struct fsdp_flat *publishing_flat;   /* the flat whose updated parts are on their way */
     unsigned long syncs;  /* node_syncs so far: a flat written after the last one is stale */
-    uint64_t publish_out, publish_in;   /* ... its bytes to and from other machines */
+    uint64_t publish_out, publish_in;   /* the latest publication's bytes to and from other machines */
     float *grad_slots;    /* one slot per rank of the machine, place p's at p * slot_floats */
     float *reduce_slots;  /* several machines: as many again, for a gradient that reduces while
                            * another accumulates in the slot (a group nested in another) */
@@ -90,7 +90,7 @@ typedef struct fsdp_flat_ctx {
 /* How a flat is kept. */
 typedef struct fsdp_flat_kind {
     int sharded;   /* parameters live only as shards between uses (`full`) */
-    int state;     /* trainable: gets gradients and optimizer state */
+    int trainable; /* gets gradients and optimizer state */
     int whole;     /* `none`: every rank updates the whole replica (all-reduce) */
     int adam;      /* optimizer state holds Adam's second moment too */
 } fsdp_flat_kind;

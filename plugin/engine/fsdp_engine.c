@@ -28,7 +28,7 @@ void fsdp_engine_set_options(fsdp_engine *e, const fsdp_engine_options *o)
      * ones the engine was made with. */
     e->stage = (fsdp_stage){ .enabled = o->staged, .rank = e->ctl->rank, .world = e->ctl->world, .coll = e->coll };
     e->acts.enabled = e->deltas.enabled = o->acts;
-    e->rc.enabled = o->recompute;
+    e->recompute.enabled = o->recompute;
 }
 
 void fsdp_engine_set_coll(fsdp_engine *e, fsdp_coll *coll) { e->coll = coll; }
@@ -47,7 +47,7 @@ static void release_network(fsdp_engine *e)
     }
     fsdp_acts_release(&e->acts, &e->mem, e->net);
     fsdp_delta_pool_release(&e->deltas, &e->mem, e->net);
-    fsdp_recompute_release(&e->rc, &e->mem, e->net);
+    fsdp_recompute_release(&e->recompute, &e->mem, e->net);
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
     free(e->groups);
@@ -108,7 +108,7 @@ fsdp_status fsdp_on_network_resized(fsdp_engine *e, network *net)
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_acts_resized(&e->acts, &e->mem, net));
     FSDP_TRY(fsdp_delta_pool_resized(&e->deltas, &e->mem, net));
-    return fsdp_recompute_resized(&e->rc, &e->mem, net);
+    return fsdp_recompute_resized(&e->recompute, &e->mem, net);
 }
 
 /* A recomputed group's forward replays its batch norm's global statistics
@@ -117,10 +117,10 @@ fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what 
                             int count)
 {
     int replayed;
-    FSDP_TRY(fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed));
+    FSDP_TRY(fsdp_recompute_bn_replay(&e->recompute, layer, what, x, channels, &replayed));
     if (replayed) return FSDP_OK;
     FSDP_TRY(fsdp_bn_sync(&e->bn, net, layer, what, x, channels, count));
-    return fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
+    return fsdp_recompute_bn_record(&e->recompute, layer, what, x, channels);
 }
 
 /* ---- what the layers above read ------------------------------------------ */
@@ -148,7 +148,7 @@ void fsdp_engine_group_params(const fsdp_engine *e, int g, size_t *train, size_t
 
 int fsdp_engine_group_recomputes(const fsdp_engine *e, int g)
 {
-    return e->rc.group_on && e->rc.group_on[g];
+    return e->recompute.group_on && e->recompute.group_on[g];
 }
 
 uint64_t fsdp_engine_bytes_moved(const fsdp_engine *e)
@@ -171,8 +171,8 @@ fsdp_engine_memory fsdp_engine_memory_of(const fsdp_engine *e)
         .acts_bytes = fsdp_acts_bytes(&e->acts),
         .deltas_pooled = e->deltas.pooled,
         .delta_pool_bytes = fsdp_delta_pool_bytes(&e->deltas),
-        .recompute_bytes = fsdp_recompute_bytes(&e->rc),
-        .recompute_groups = e->rc.ngroups_on,
+        .recompute_bytes = fsdp_recompute_bytes(&e->recompute),
+        .recompute_groups = e->recompute.ngroups_on,
     };
 }
 
@@ -397,7 +397,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
-    if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
+    if (local == FSDP_OK) local = fsdp_recompute_plan(&e->recompute, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
     int node_key = e->cfg.node_shared_set ? e->cfg.node_shared : -1;
@@ -406,7 +406,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     e->net = net;
     e->ngroups = e->plan.ngroups;
     fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
-                            prefetch_wanted(e) && fsdp_coll_starts_all_gather(e->coll), e->rc.group_on };
+                            prefetch_wanted(e) && fsdp_coll_starts_all_gather(e->coll), e->recompute.group_on };
     FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
     /* A staged build gathers every layer from the same slices on every rank. */
     e->flat = (fsdp_flat_ctx){ &e->mem, e->ctl, e->coll, e->stage.enabled, &e->node, &e->tl };
@@ -421,7 +421,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     fsdp_deltas_drop_unneeded(&e->plan, net);
     FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
     FSDP_TRY(fsdp_delta_pool_setup(&e->deltas, &e->plan, &e->mem, net));
-    FSDP_TRY(fsdp_recompute_setup(&e->rc, &e->mem, net, &e->deltas));
+    FSDP_TRY(fsdp_recompute_setup(&e->recompute, &e->mem, net, &e->deltas));
     FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
     FSDP_TRY(fsdp_bn_attach(&e->bn, net, e->ctl, e->coll, &e->mem, &e->plan));
     malloc_trim(0);
@@ -446,10 +446,10 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
                     "of keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
                     e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN, acts);
         }
-        if (e->rc.ngroups_on)
+        if (e->recompute.ngroups_on)
             fprintf(stderr, "fsdp: %d of %d groups recompute their activations in backward (recompute=1): "
-                    "%.1f MB of activations shared between them\n", e->rc.ngroups_on, e->ngroups,
-                    fsdp_recompute_bytes(&e->rc) / 1e6);
+                    "%.1f MB of activations shared between them\n", e->recompute.ngroups_on, e->ngroups,
+                    fsdp_recompute_bytes(&e->recompute) / 1e6);
     }
     return FSDP_OK;
 }
@@ -638,7 +638,7 @@ static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_ar
 {
     /* A counting copy runs the flats' operations alone: the activations'
      * arenas are counted with the activations (fsdp_memplan.c). */
-    if (e->counts && fsdp_op_on_activations(op->kind)) return FSDP_OK;
+    if (e->counting && fsdp_op_on_activations(op->kind)) return FSDP_OK;
     switch (op->kind) {
     case FSDP_OP_UNSHARD: return unshard(e, op);
     case FSDP_OP_PREFETCH:
@@ -663,13 +663,13 @@ static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_ar
         return s;
     }
     case FSDP_OP_ACTS_IN:
-        fsdp_recompute_enter_forward(&e->rc, e->net, op->group);
+        fsdp_recompute_enter_forward(&e->recompute, e->net, op->group);
         return FSDP_OK;
     case FSDP_OP_ACTS_OUT:
-        fsdp_recompute_leave(&e->rc, e->net, op->group);
+        fsdp_recompute_leave(&e->recompute, e->net, op->group);
         return FSDP_OK;
-    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, op->group);
-    case FSDP_OP_ACTS_BACK: return fsdp_recompute_enter_backward(&e->rc, e->net, op->group);
+    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->recompute, e->net, op->group);
+    case FSDP_OP_ACTS_BACK: return fsdp_recompute_enter_backward(&e->recompute, e->net, op->group);
     case FSDP_OP_KINDS: break;
     }
     return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);
@@ -736,7 +736,7 @@ fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at a
             continue;
         }
         /* A counting copy steps nothing, so needs no learning rate. */
-        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = e->counts ? &e->step_args : backward_args(e, net);
+        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = e->counting ? &e->step_args : backward_args(e, net);
         FSDP_TRY(run_op(e, &ops[k], a));
     }
     return FSDP_OK;

@@ -40,7 +40,7 @@ struct fsdp_engine {
     fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
     fsdp_acts acts;          /* activations of the layers that need no backward */
     fsdp_delta_pool deltas;  /* deltas that live only through backward */
-    fsdp_recompute rc;       /* activations of the groups that recompute them (recompute=1) */
+    fsdp_recompute recompute;   /* activations of the groups that recompute them (recompute=1) */
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;
     fsdp_step_plan step_plan;    /* one step's operations, per layer and hook point */
@@ -55,7 +55,7 @@ struct fsdp_engine {
     int args_set;            /* step_args holds this update's arguments */
     update_args step_args;   /* as update_network will pass them, computed in backward */
     fsdp_tally tally;
-    int counts;              /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
+    int counting;            /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
     fsdp_bn bn;              /* synchronized batch norm: its state and counts */
     fsdp_timeline tl;        /* rank 0 with -fsdp-log-events: the step's operations (fsdp_timeline.h) */
     int saving;              /* a weights file is being written (its groups lent one at a time) */

@@ -240,7 +240,7 @@ static fsdp_status counting_init(counting *c, const fsdp_engine *real)
     memset(c, 0, sizeof *c);
     fsdp_engine *e = &c->e;
     *e = *real;
-    e->counts = 1;
+    e->counting = 1;
     e->groups = NULL;
     e->tally = (fsdp_tally){ 0 };
     e->rs_inflight = NULL;
@@ -454,7 +454,7 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, fsdp_mem_fix
 {
     out->fixed = fixed.rss;
     out->activations = activations(net) + fsdp_acts_bytes(&e->acts) + fsdp_delta_pool_bytes(&e->deltas) +
-                       fsdp_recompute_bytes(&e->rc);
+                       fsdp_recompute_bytes(&e->recompute);
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
     int reduce_slot;

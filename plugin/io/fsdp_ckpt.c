@@ -79,7 +79,7 @@ static uint64_t layout_hash(fsdp_engine *e)
     fsdp_hasher_add(&h, head, sizeof head);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         const fsdp_flat *f = fsdp_engine_flat(e, i);
-        uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.state };
+        uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.trainable };
         fsdp_hasher_add(&h, v, sizeof v);
     }
     return fsdp_hasher_end(&h);
@@ -652,7 +652,7 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
         fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         /* Frozen parameters a writer kept no part of (replicated under
          * grad_op and none) are the weights file's, already loaded. */
-        if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;   /* or the extras' */
+        if (!f->kind.trainable && set->files[set->ref].flats[i].nbuf == 0) continue;   /* or the extras' */
         for (uint32_t b = 0; b < mine.nbuf && s == FSDP_OK; ++b) {
             s = fill(e, net, set, i, b, &mine, host);
             if (s == FSDP_OK) s = fsdp_mem_from_host(fsdp_engine_mem(e), p.buf[b], host, mine.n);
