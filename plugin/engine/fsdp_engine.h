@@ -24,7 +24,7 @@
  *                 in backward or at the update   (at most one step per
  *                                                group per update)
  *   args_set      the update's first reduce      the update
- *                 (step_args: what
+ *                 (step.args: what
  *                 update_network will pass)
  *
  * Where the plan names an operation that the flat's state makes

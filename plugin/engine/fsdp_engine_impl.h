@@ -27,8 +27,29 @@ typedef struct fsdp_group {
     int updated;             /* this update's optimizer step ran, in backward (reset by the update) */
 } fsdp_group;
 
-/* The engine keeps the plan, the groups, the step and synchronized batch
- * norm's state; what it counts is in `tally`.  The entry point sets its
+/* What the engine does to Darknet's layers beside their parameters
+ * (dn/): staged building, activations and deltas, recomputation, batch
+ * norm's sums, the frozen layers' wrappers. */
+typedef struct fsdp_engine_dn {
+    fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
+    fsdp_acts acts;          /* activations of the layers that need no backward */
+    fsdp_delta_pool deltas;  /* deltas that live only through backward */
+    fsdp_recompute recompute;    /* activations of the groups that recompute them (recompute=1) */
+    fsdp_bn bn;              /* synchronized batch norm: its state and counts */
+    fsdp_layer_fns *orig;    /* per layer: Darknet's own functions, under the frozen wrappers */
+} fsdp_engine_dn;
+
+/* The engine's state across a step (fsdp_engine.h's table). */
+typedef struct fsdp_engine_step {
+    int taken;               /* training steps so far */
+    fsdp_group *rs_inflight; /* the group whose reduce-scatter is not yet waited for */
+    int args_set;            /* `args` holds this update's arguments */
+    update_args args;        /* as update_network will pass them, computed in backward */
+    int saving;              /* a weights file is being written (its groups lent one at a time) */
+} fsdp_engine_step;
+
+/* The engine keeps the plan, the groups, the step and what it does to the
+ * layers (`dn`); what it counts is in `tally`.  The entry point sets its
  * options (fsdp_engine_set_options); the prediction is fsdp_memplan.h's. */
 struct fsdp_engine {
     fsdp_ctl *ctl;            /* host control: setup, checks, losses */
@@ -37,29 +58,25 @@ struct fsdp_engine {
     fsdp_flat_ctx flat;      /* what the flats see of the engine: mem, ctl, coll */
     fsdp_mem_pool pool;      /* host buffers kept for reuse (mem.pool points here) */
     fsdp_cfg cfg;            /* keys of the cfg being parsed: every setting, once */
-    fsdp_stage stage;        /* this rank's slices of the layers as Darknet builds them */
-    fsdp_acts acts;          /* activations of the layers that need no backward */
-    fsdp_delta_pool deltas;  /* deltas that live only through backward */
-    fsdp_recompute recompute;   /* activations of the groups that recompute them (recompute=1) */
+    fsdp_engine_dn dn;
     network *net;            /* the sharded network (one per process) */
     fsdp_layout_plan plan;
     fsdp_step_plan step_plan;    /* one step's operations, per layer and hook point */
     uint64_t plan_hash;      /* what every rank agreed on; checkpoints carry it */
     fsdp_group *groups;
     int ngroups;
-    fsdp_layer_fns *orig;    /* per layer: Darknet's own functions, under the frozen wrappers */
     fsdp_node node;          /* shard_node_shared=1 in effect when node.on (fsdp_flat.h) */
-    size_t node_bytes;       /* node memory every rank maps: parameters and gradient slots */
-    int steps;
-    fsdp_group *rs_inflight; /* the group whose reduce-scatter is not yet waited for */
-    int args_set;            /* step_args holds this update's arguments */
-    update_args step_args;   /* as update_network will pass them, computed in backward */
+    fsdp_engine_step step;
     fsdp_tally tally;
     int counting;            /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
-    fsdp_bn bn;              /* synchronized batch norm: its state and counts */
     fsdp_timeline tl;        /* rank 0 with -fsdp-log-events: the step's operations (fsdp_timeline.h) */
-    int saving;              /* a weights file is being written (its groups lent one at a time) */
 };
+
+/* Every invariant of the engine's state across a step (fsdp_engine.h's
+ * table), and of every group's flats and gradient: aborts naming the first
+ * that fails (FSDP_ASSERT), else returns 1.  Each hook point and the
+ * update end with it where checks are built in. */
+int fsdp_engine_check(const fsdp_engine *e);
 
 /* The ops at layer i's hook point `at` that apply to a step that trains
  * (or not) and, in backward, is (or not) the update's last micro-batch. */

@@ -67,7 +67,7 @@ static char *shard_path(const char *weights, int rank, int world)
 static ckpt_flat part_of(const fsdp_engine *e, const fsdp_flat *f)
 {
     fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
-    ckpt_flat c = { f->count, p.lo, p.n, (uint32_t)p.nbuf, 0 };
+    ckpt_flat c = { f->lay.count, p.lo, p.n, (uint32_t)p.nbuf, 0 };
     return c;
 }
 
@@ -79,7 +79,7 @@ static uint64_t layout_hash(fsdp_engine *e)
     fsdp_hasher_add(&h, head, sizeof head);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         const fsdp_flat *f = fsdp_engine_flat(e, i);
-        uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.trainable };
+        uint64_t v[3] = { f->lay.count, (uint64_t)f->lay.nt, (uint64_t)f->kind.trainable };
         fsdp_hasher_add(&h, v, sizeof v);
     }
     return fsdp_hasher_end(&h);
@@ -89,7 +89,7 @@ static size_t largest_own(fsdp_engine *e)
 {
     size_t n = 1;
     for (int i = 0; i < fsdp_engine_nflats(e); ++i)
-        if (fsdp_engine_flat(e, i)->own_count > n) n = fsdp_engine_flat(e, i)->own_count;
+        if (fsdp_engine_flat(e, i)->lay.own_count > n) n = fsdp_engine_flat(e, i)->lay.own_count;
     return n;
 }
 
@@ -173,8 +173,8 @@ static int bn_owners(fsdp_engine *e, layer ***out)
     layer **l = NULL;
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         const fsdp_flat *f = fsdp_engine_flat(e, i);
-        for (int t = 0; t < f->nt; ++t) {
-            layer *o = f->t[t].owner;
+        for (int t = 0; t < f->lay.nt; ++t) {
+            layer *o = f->lay.t[t].owner;
             if (!o->batch_normalize || !o->rolling_mean || !o->rolling_variance || o->out_c < 1) continue;
             int dup = 0;
             for (int k = n - 1; k >= 0 && !dup; --k) dup = l[k] == o;
@@ -194,7 +194,7 @@ static int bn_owners(fsdp_engine *e, layer ***out)
 /* Replicated frozen flats: every rank holds them whole, none a part. */
 static int replicated(const fsdp_flat *f)
 {
-    return f->nt && !f->own && f->full;
+    return f->lay.nt && !f->res.own && f->res.full;
 }
 
 /* The extras' floats: rolling statistics, and the replicated frozen
@@ -208,7 +208,7 @@ static int extras_sizes(fsdp_engine *e, size_t *rolling, size_t *rep)
     for (int i = 0; i < n; ++i) *rolling += 2 * (size_t)l[i]->out_c;
     free(l);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i)
-        if (replicated(fsdp_engine_flat(e, i))) *rep += fsdp_engine_flat(e, i)->count;
+        if (replicated(fsdp_engine_flat(e, i))) *rep += fsdp_engine_flat(e, i)->lay.count;
     return 0;
 }
 
@@ -242,8 +242,8 @@ static fsdp_status extras_move(fsdp_engine *e, float *x, int out, int replicated
     for (int i = 0; i < fsdp_engine_nflats(e) && s == FSDP_OK && replicated_too; ++i) {
         fsdp_flat *f = fsdp_engine_flat(e, i);
         if (!replicated(f)) continue;
-        s = out ? fsdp_mem_to_host(mem, x, f->full, f->count) : fsdp_mem_from_host(mem, f->full, x, f->count);
-        x += f->count;
+        s = out ? fsdp_mem_to_host(mem, x, f->res.full, f->lay.count) : fsdp_mem_from_host(mem, f->res.full, x, f->lay.count);
+        x += f->lay.count;
     }
     return s;
 }
