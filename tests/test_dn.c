@@ -2,11 +2,13 @@
  * parameters (dn/), each module on a network parsed in this process: no
  * Darknet run, no mpirun; the self backend where a world is needed.
  * Staging's slices and their way back, the frozen layers' wrappers,
- * recomputation's choice of what to keep. */
+ * synchronized batch norm's global values, recomputation's choice of what
+ * to keep. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_backend.h"
+#include "fsdp_bn.h"
 #include "fsdp_cfg.h"
 #include "fsdp_delta_pool.h"
 #include "fsdp_frozen.h"
@@ -102,6 +104,52 @@ Test(frozen, frozen_layers_run_wrapped_and_get_their_own_back)
     fsdp_plan_free(&p);
     fsdp_cfg_free(&c);
     free_network(net);
+}
+
+/* ---- synchronized batch norm: sums over ranks made global values ----------- */
+
+/* Rank 0 of 4 on the null backend, whose all-reduce leaves each rank's own
+ * values: the sum over ranks is this rank's alone, so what is left to see
+ * is each quantity's factor (fsdp_bn.h), the order mean_delta waits in, and
+ * the bytes counted per group. */
+Test(bn, each_quantity_becomes_its_global_value)
+{
+    network *net = parse("tiny.cfg");
+    net->train = 1;
+    fsdp_cfg c;
+    fsdp_cfg_init(&c);
+    key(&c, 0, "shard_group", "body");
+    fsdp_layout_plan p;
+    cr_assert_eq(fsdp_plan_build(&p, &c, net), FSDP_OK);
+    fsdp_ctl *ctl;
+    fsdp_coll *coll;
+    cr_assert_eq(fsdp_backend_null_create(4, &ctl, &coll), FSDP_OK);
+    fsdp_mem_ctx mem = { .align = 1 };
+    fsdp_bn bn = { 0 };
+    cr_assert_eq(fsdp_bn_attach(&bn, net, ctl, coll, &mem, &p), FSDP_OK);
+    float mean[2] = { 4, 8 }, var[1] = { 39 }, md[1] = { 4 }, vd[1] = { 8 };
+    cr_assert_eq(fsdp_bn_sync(&bn, net, 0, DN_BN_MEAN, mean, 2, 10), FSDP_OK);
+    cr_assert(mean[0] == 1 && mean[1] == 2, "the mean: the average over 4 ranks");
+    cr_assert_eq(fsdp_bn_sync(&bn, net, 0, DN_BN_VARIANCE, var, 1, 10), FSDP_OK);
+    cr_assert_float_eq(var[0], 9.f, 1e-5, "the variance: the sum times (10 - 1) / (4 * 10 - 1)");
+    cr_assert_eq(fsdp_bn_sync(&bn, net, 3, DN_BN_MEAN_DELTA, md, 1, 10), FSDP_OK);
+    cr_assert_eq(md[0], 4, "mean_delta waits for variance_delta");
+    cr_assert_eq(fsdp_bn_sync(&bn, net, 3, DN_BN_VARIANCE_DELTA, vd, 1, 10), FSDP_OK);
+    cr_assert(md[0] == 1 && vd[0] == 2, "both deltas averaged, in one all-reduce");
+    cr_assert_eq(bn.bytes, 5 * sizeof(float));
+    cr_assert_eq(bn.group_bytes[p.layer_group[0]], 3 * sizeof(float), "layer 0's, in its group");
+    cr_assert_eq(bn.group_bytes[0], 2 * sizeof(float), "layer 3's, in the root");
+    cr_assert_eq(fsdp_bn_sync(&bn, net, 0, DN_BN_MEAN, mean, 2, 1), FSDP_ERR_CONFIG,
+                 "one value per channel has no variance to combine");
+    net->train = 0;
+    cr_assert_eq(fsdp_bn_sync(&bn, net, 0, DN_BN_MEAN, mean, 2, 10), FSDP_OK);
+    cr_assert(mean[0] == 1 && bn.bytes == 5 * sizeof(float), "inference moves nothing");
+    fsdp_bn_free(&bn);
+    fsdp_plan_free(&p);
+    fsdp_cfg_free(&c);
+    free_network(net);
+    fsdp_coll_free(coll);
+    fsdp_ctl_free(ctl);
 }
 
 /* ---- recomputation: which layers keep their activations -------------------- */

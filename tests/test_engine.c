@@ -188,6 +188,72 @@ Test(engine, each_strategy_runs_its_plan_as_the_table_says)
     }
 }
 
+/* ---- what the engine reports to an observer --------------------------------- */
+
+/* Records each operation the engine runs as "kind group" (the plan's
+ * order, the flats' too: t(rainable) or f(rozen)) and sums the bytes it
+ * reports moved. */
+typedef struct recorder {
+    char ops[2048];
+    uint64_t moved[FSDP_MOVED_SAVE + 1];
+    int begun, ended;
+} recorder;
+
+static void record(void *self, const fsdp_seen *s)
+{
+    static const char *kind[] = { "U", "P", "R", "gp", "gu", "red", "set", "st", "ai", "ao", "rc", "ab" };
+    recorder *r = self;
+    if (s->kind == FSDP_SEEN_MOVED) r->moved[s->moved] += s->bytes;
+    if (s->kind == FSDP_SEEN_END) ++r->ended;
+    if (s->kind != FSDP_SEEN_BEGIN) return;
+    ++r->begun;
+    char one[16];
+    snprintf(one, sizeof one, "%s%s%d%c", r->ops[0] ? " " : "", kind[s->op->kind], s->op->group,
+             s->op->flat == FSDP_FLAT_FROZEN ? 'f' : 't');
+    cr_assert_lt(strlen(r->ops) + strlen(one), sizeof r->ops);
+    strcat(r->ops, one);
+}
+
+Test(engine, an_observer_sees_every_operation_and_every_byte)
+{
+    rig r;
+    rig_up(&r, 3, "full", "0");
+    recorder rec = { 0 };
+    cr_assert_eq(fsdp_engine_observe(r.e, (fsdp_observer){ record, &rec }), FSDP_OK);
+    char seen[1024];
+    train_step(&r, seen, sizeof seen);
+    /* Forward: the root and a gathered, a given back after layer 1, b
+     * gathered and its trainable flat kept for its backward, as the root's
+     * (their reshards are inference's: not run; the frozen flats' are);
+     * backward: the root's gradient reduced and
+     * stepped, b's, then a gathered again for its own (the last
+     * micro-batch: no grad_unpoint); the update settles, steps (each group
+     * stepped in backward already) and gives back. */
+    cr_assert_str_eq(rec.ops,
+                     "U0t U0f U1t U1f R1f R1t U2t U2f R2f R0f "
+                     "U0t gp0t red0t "
+                     "U2t gp2t red2t R2t R2f "
+                     "U1t gp1t red1t R1t R1f "
+                     "set-1t st0t R0t R0f st1t R1t R1f st2t R2t R2f", "%s", rec.ops);
+    cr_assert_eq(rec.begun, rec.ended, "every operation begun ends");
+    const fsdp_tally *t = fsdp_engine_tally(r.e);
+    cr_assert(rec.moved[FSDP_MOVED_GATHER] == t->ag && rec.moved[FSDP_MOVED_REDUCE_SCATTER] == t->rs &&
+              rec.moved[FSDP_MOVED_ALL_REDUCE] == t->ar, "the tally counts what the engine reported");
+    rig_down(&r);
+}
+
+Test(engine, observers_are_limited)
+{
+    rig r;
+    rig_up(&r, 1, "full", "0");
+    recorder rec = { 0 };
+    fsdp_observer o = { record, &rec };
+    cr_assert_eq(fsdp_engine_observe(r.e, o), FSDP_OK);
+    cr_assert_eq(fsdp_engine_observe(r.e, o), FSDP_OK);
+    cr_assert_eq(fsdp_engine_observe(r.e, o), FSDP_ERR_UNSUPPORTED, "the tally, the timeline and two more");
+    rig_down(&r);
+}
+
 /* ---- the plan's order is checked: a wrong one stops the run ---------------- */
 
 #ifdef FSDP_CHECKS

@@ -138,7 +138,8 @@ Test(grad, node_slot_one_machine)
     const float *const *terms = fsdp_grad_slot_terms(&x.c, &ga, &a, 1, &n);
     cr_assert_eq(n, 4, "one term per rank of the machine");
     for (int q = 0; q < 4; ++q)
-        cr_assert_eq(terms[q], x.slots + (size_t)q * a.lay.nfull + 1 * a.lay.shard + 1, "rank %d's slot, rank 1's part", q);
+        cr_assert_eq(terms[q], x.slots + (size_t)q * a.lay.nfull + 1 * a.lay.shard + 1, "rank %d's slot, rank 1's part",
+                     q);
     cr_assert_eq(fsdp_grad_spent(&x.c, &ga), FSDP_OK);
     cr_assert(ga.state == FSDP_GRAD_NONE && !x.node.slot_busy, "the slot is free again");
     cr_assert_eq(fsdp_grad_reduce(&x.c, &gb, &b, &rs, &ar), FSDP_OK);

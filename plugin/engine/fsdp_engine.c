@@ -19,6 +19,8 @@ fsdp_status fsdp_engine_create(fsdp_ctl *ctl, fsdp_coll *coll, fsdp_engine **out
     e->coll = coll;
     e->mem.align = 1;
     fsdp_cfg_init(&e->cfg);
+    fsdp_engine_observe(e, (fsdp_observer){ fsdp_observe_tally, NULL });
+    fsdp_engine_observe(e, (fsdp_observer){ fsdp_observe_timeline, NULL });
     return FSDP_OK;
 }
 
@@ -376,7 +378,8 @@ static fsdp_status wire_exact(fsdp_engine *e, int exact)
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k)
-            if (fl[k]->lay.nt && fl[k]->res.in_node) FSDP_TRY(fsdp_coll_peer_all_gather(e->coll, fl[k]->res.node, fl[k]->lay.shard));
+            if (fl[k]->lay.nt && fl[k]->res.in_node)
+                FSDP_TRY(fsdp_coll_peer_all_gather(e->coll, fl[k]->res.node, fl[k]->lay.shard));
     }
     return fsdp_flat_node_sync(&e->flat);
 }
@@ -495,18 +498,15 @@ static fsdp_flat *flat_of(fsdp_engine *e, const fsdp_op *op)
     return op->flat == FSDP_FLAT_FROZEN ? &g->frozen : &g->train;
 }
 
-/* Unshard: gather a flat for compute, counting the bytes (backward gathers too). */
+/* Unshard: gather a flat for compute (backward gathers too). */
 static fsdp_status unshard(fsdp_engine *e, const fsdp_op *op)
 {
     uint64_t bytes;
     int prefetched = flat_of(e, op)->res.state == FSDP_FLAT_GATHERING;
     FSDP_TRY(fsdp_flat_unshard(&e->flat, flat_of(e, op), &bytes));
-    if (prefetched) fsdp_tl_end(&e->tl, fsdp_tl_find_open(&e->tl, "prefetch", op->group), 0, 0);
-    if (!bytes) return FSDP_OK;
-    fsdp_group_tally *t = &e->tally.group[op->group];
-    t->ag_bytes += bytes;
-    e->tally.ag += bytes;
-    if (op->backward) ++t->backward_gathers;
+    if (prefetched)
+        fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_WAITED, .group = op->group, .waited = FSDP_OP_PREFETCH });
+    if (bytes) fsdp_engine_moved(e, op, op->group, FSDP_MOVED_GATHER, bytes);
     return FSDP_OK;
 }
 
@@ -517,7 +517,8 @@ static fsdp_status finish_reduce(fsdp_engine *e)
     e->step.rs_inflight = NULL;
     if (!g) return FSDP_OK;
     fsdp_status s = fsdp_grad_reduce_wait(&e->flat, &g->grad);
-    fsdp_tl_end(&e->tl, fsdp_tl_find_open(&e->tl, "reduce", (int)(g - e->groups)), 0, 0);
+    fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_WAITED, .group = (int)(g - e->groups),
+                                    .waited = FSDP_OP_REDUCE });
     return s;
 }
 
@@ -540,33 +541,31 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
         const fsdp_run *run = &f->lay.runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
+        float *w = f->res.own + run->off, *m = f->opt.m + run->off, *v = f->opt.v ? f->opt.v + run->off : NULL;
         if (!slots) {
-            fsdp_optim_step(e->mem.device, f->res.own + run->off, f->opt.m + run->off, f->opt.v ? f->opt.v + run->off : NULL,
-                            grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
+            fsdp_optim_step(e->mem.device, w, m, v, grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
             continue;
         }
         /* Node slots: the reduce-scatter's sums straight into the step
          * (the optimizer is elementwise). */
         int nterms;
         const float *const *terms = fsdp_grad_slot_terms(&e->flat, &g->grad, f, run->off, &nterms);
-        fsdp_optim_step_sum(f->res.own + run->off, f->opt.m + run->off, f->opt.v ? f->opt.v + run->off : NULL, terms, nterms,
-                            run->len, run->is_weight, &o);
+        fsdp_optim_step_sum(w, m, v, terms, nterms, run->len, run->is_weight, &o);
     }
     /* Hybrid sharding (node memory on several machines): the updated part
      * goes to this rank's peers, an all-gather between machines. */
     uint64_t sent;
     FSDP_TRY(fsdp_flat_own_written(&e->flat, f, &sent));
-    e->tally.group[k].ag_bytes += sent;
-    e->tally.ag += sent;
-    e->tally.peer += sent;
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_GATHER, sent);
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_PEER, sent);
     FSDP_TRY(fsdp_grad_spent(&e->flat, &g->grad));
     if (e->cfg.strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
          * layer of the group computes again in this step. */
-        if (e->ctl->world > 1) FSDP_TRY(fsdp_coll_all_gather(e->coll, f->res.own, f->res.full, f->lay.shard));  /* in place */
-        e->tally.group[k].ag_bytes += f->lay.nfull * sizeof(float);
-        e->tally.ag += f->lay.nfull * sizeof(float);
+        if (e->ctl->world > 1)
+            FSDP_TRY(fsdp_coll_all_gather(e->coll, f->res.own, f->res.full, f->lay.shard));   /* in place */
+        fsdp_engine_moved(e, NULL, k, FSDP_MOVED_GATHER, f->lay.nfull * sizeof(float));
     }
     return FSDP_OK;
 }
@@ -611,59 +610,29 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     fsdp_status s = settle_reduce(e, a);
     if (s == FSDP_OK) s = fsdp_grad_reduce(&e->flat, &g->grad, &g->train, &rs, &ar);
     /* Summed on each machine, then exchanged with the peers alone. */
-    if (g->grad.state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1) e->tally.peer += rs;
+    if (g->grad.state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1)
+        fsdp_engine_moved(e, NULL, k, FSDP_MOVED_PEER, rs);
     if (g->grad.state == FSDP_GRAD_REDUCING) {
         FSDP_ASSERT(!e->step.rs_inflight, "one reduce-scatter in flight at a time");
         e->step.rs_inflight = g;
     } else if (s == FSDP_OK && (g->grad.state == FSDP_GRAD_REDUCED || g->grad.state == FSDP_GRAD_IN_SLOTS)) {
         s = update_group(e, k, a);
     }
-    e->tally.group[k].rs_bytes += rs;
-    e->tally.group[k].ar_bytes += ar;
-    e->tally.rs += rs;
-    e->tally.ar += ar;
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_REDUCE_SCATTER, rs);
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_ALL_REDUCE, ar);
     return s;
-}
-
-/* The ops a log's events name (fsdp_timeline.h); NULL: not an event. */
-static const char *op_event(fsdp_op_kind k)
-{
-    switch (k) {
-    case FSDP_OP_UNSHARD: return "gather";
-    case FSDP_OP_PREFETCH: return "prefetch";
-    case FSDP_OP_REDUCE: return "reduce";
-    case FSDP_OP_SETTLE: return "settle";
-    case FSDP_OP_STEP: return "step";
-    default: return NULL;
-    }
 }
 
 static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_args *a);
 
-/* One op of the step plan on the flats.  `a` is the update's arguments
- * where an op steps the optimizer (reduce, settle, step), else NULL. */
+/* One op of the step plan on the flats, its observers told.  `a` is the
+ * update's arguments where an op steps the optimizer (reduce, settle,
+ * step), else NULL. */
 static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
 {
-    const char *what = e->tl.on ? op_event(op->kind) : NULL;
-    if (!what) return run_op_now(e, op, a);
-    fsdp_wire w0 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
-    int ev = fsdp_tl_begin(&e->tl, what, op->group);
+    fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_BEGIN, .op = op, .group = op->group });
     fsdp_status s = run_op_now(e, op, a);
-    fsdp_wire w1 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
-    /* An exchange started here (the updated parts) has its own event. */
-    uint64_t started_out = 0, started_in = 0;
-    if (e->node.publishing && fsdp_tl_find_open(&e->tl, "parts", -2) > ev) {
-        started_out = e->node.publish_out;
-        started_in = e->node.publish_in;
-    }
-    uint64_t out = w1.out - w0.out - started_out, in = w1.in - w0.in - started_in;
-    /* A started gather or reduce-scatter lasts until its wait (unshard,
-     * finish_reduce). */
-    if ((op->kind == FSDP_OP_PREFETCH && flat_of(e, op)->res.state == FSDP_FLAT_GATHERING) ||
-        (op->kind == FSDP_OP_REDUCE && e->step.rs_inflight == &e->groups[op->group]))
-        fsdp_tl_add_bytes(&e->tl, ev, out, in);
-    else
-        fsdp_tl_end(&e->tl, ev, out, in);
+    fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_END, .op = op, .group = op->group });
     return s;
 }
 
@@ -728,29 +697,16 @@ static int run_ahead(fsdp_engine *e, const fsdp_op *ops, int n, int k, int train
     enum { MOST = 8 };   /* a group's two flats, a few groups at one point */
     if (u == k || p == u || u - k > MOST) return k;
     *s = FSDP_OK;
-    /* A started gather's event runs from its start to its wait's end. */
-    int ev[MOST];
-    uint64_t out[MOST], in[MOST];
     for (int j = k; j < u && *s == FSDP_OK; ++j) {
-        ev[j - k] = -1;
         if (!fsdp_op_applies(&ops[j], training, last) || flat_of(e, &ops[j])->res.state != FSDP_FLAT_SHARDED) continue;
-        fsdp_wire w0 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
-        ev[j - k] = fsdp_tl_begin(&e->tl, "gather", ops[j].group);
+        fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_AHEAD, .op = &ops[j], .group = ops[j].group });
         *s = fsdp_flat_unshard_start(&e->flat, flat_of(e, &ops[j]));
-        out[j - k] = e->coll->wire ? e->coll->wire->out - w0.out : 0;
-        in[j - k] = e->coll->wire ? e->coll->wire->in - w0.in : 0;
+        fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_STARTED, .op = &ops[j], .group = ops[j].group });
     }
     for (int j = u; j < p && *s == FSDP_OK; ++j)
         if (fsdp_op_applies(&ops[j], training, last)) *s = run_op(e, &ops[j], NULL);
-    for (int j = k; j < u && *s == FSDP_OK; ++j) {
-        if (!fsdp_op_applies(&ops[j], training, last)) continue;
-        if (ev[j - k] < 0) {
-            *s = run_op(e, &ops[j], NULL);
-            continue;
-        }
-        *s = run_op_now(e, &ops[j], NULL);
-        fsdp_tl_end(&e->tl, ev[j - k], out[j - k], in[j - k]);
-    }
+    for (int j = k; j < u && *s == FSDP_OK; ++j)
+        if (fsdp_op_applies(&ops[j], training, last)) *s = run_op(e, &ops[j], NULL);
     return p;
 }
 
@@ -894,7 +850,7 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
         if (when == DN_BEFORE) {
             uint64_t bytes;
             FSDP_TRY(fsdp_flat_save_begin(&e->flat, fl[k], &bytes));
-            e->tally.ckpt += bytes;
+            fsdp_engine_moved(e, NULL, g->info - e->plan.groups, FSDP_MOVED_SAVE, bytes);
         } else if (last) {
             fsdp_flat_save_end(&e->flat, fl[k]);
         }
@@ -930,7 +886,8 @@ void fsdp_engine_describe_wait(const fsdp_engine *e, const void *buf, char *out,
         if (buf == g->grad.buf || buf == g->grad.rs_source) group = g->info->name;
     }
     if (!e->net) snprintf(out, n, "(at start-up)");
-    else if (group && !strcmp(group, FSDP_ROOT_NAME)) snprintf(out, n, "(root group, training step %d)", e->step.taken + 1);
+    else if (group && !strcmp(group, FSDP_ROOT_NAME))
+        snprintf(out, n, "(root group, training step %d)", e->step.taken + 1);
     else if (group) snprintf(out, n, "(group %s, training step %d)", group, e->step.taken + 1);
     else snprintf(out, n, "(training step %d)", e->step.taken + 1);
 }

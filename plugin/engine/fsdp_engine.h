@@ -34,7 +34,12 @@
  * update gives back whatever is still gathered: the root, a group kept for
  * a backward that never came; frozen parameters backward did not gather).
  * The flat itself keeps a GATHERED flat on unshard, moving nothing
- * (fsdp_flat.h: the root stays gathered through the step). */
+ * (fsdp_flat.h: the root stays gathered through the step).
+ *
+ * What the engine counts and records (the tally, the timeline) its
+ * observers do: it reports each operation's beginning and end, the bytes
+ * moved for each group, and the waits of exchanges started earlier
+ * (fsdp_observer.h). */
 #ifndef FSDP_ENGINE_H
 #define FSDP_ENGINE_H
 

@@ -13,6 +13,7 @@
 #include "fsdp_flat.h"
 #include "fsdp_frozen.h"
 #include "fsdp_grad.h"
+#include "fsdp_observer.h"
 #include "fsdp_recompute.h"
 #include "fsdp_stage.h"
 
@@ -48,6 +49,33 @@ typedef struct fsdp_engine_step {
     int saving;              /* a weights file is being written (its groups lent one at a time) */
 } fsdp_engine_step;
 
+/* An unshard whose gather started ahead of it (fsdp_observe_timeline.c):
+ * its event, and the wire's bytes from its start. */
+typedef struct fsdp_tl_ahead {
+    const fsdp_op *op;
+    int ev;
+    fsdp_wire w0;
+    uint64_t out, in;
+} fsdp_tl_ahead;
+
+/* The timeline observer's state: the operation running, and the unshards
+ * started ahead (at most a run_ahead's). */
+typedef struct fsdp_tl_watch {
+    const char *what;        /* the running operation's event, NULL: none */
+    int ev;
+    fsdp_wire w0;            /* the wire's counters at its start */
+    fsdp_tl_ahead ahead[8];
+    int nahead;
+} fsdp_tl_watch;
+
+/* Who observes the engine (fsdp_observer.h): the tally and the timeline
+ * first, then any added. */
+typedef struct fsdp_engine_watch {
+    fsdp_observer list[FSDP_OBSERVERS_MAX];
+    int n;
+    fsdp_tl_watch tl;
+} fsdp_engine_watch;
+
 /* The engine keeps the plan, the groups, the step and what it does to the
  * layers (`dn`); what it counts is in `tally`.  The entry point sets its
  * options (fsdp_engine_set_options); the prediction is fsdp_memplan.h's. */
@@ -70,7 +98,17 @@ struct fsdp_engine {
     fsdp_tally tally;
     int counting;            /* a copy over the count placement (fsdp_memplan.c): flats' operations only */
     fsdp_timeline tl;        /* rank 0 with -fsdp-log-events: the step's operations (fsdp_timeline.h) */
+    fsdp_engine_watch watch;
 };
+
+/* To every observer, what the engine did (s.engine is set here). */
+void fsdp_engine_see(fsdp_engine *e, fsdp_seen s);
+/* FSDP_SEEN_MOVED: `bytes` of `what` for group `group`, by `op` (or NULL). */
+void fsdp_engine_moved(fsdp_engine *e, const fsdp_op *op, int group, fsdp_moved what, uint64_t bytes);
+/* The engine's own observers (self unused: they keep their state in the
+ * engine they see, so the memory prediction's copy counts its own). */
+void fsdp_observe_tally(void *self, const fsdp_seen *s);
+void fsdp_observe_timeline(void *self, const fsdp_seen *s);
 
 /* Every invariant of the engine's state across a step (fsdp_engine.h's
  * table), and of every group's flats and gradient: aborts naming the first

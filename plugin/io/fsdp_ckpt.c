@@ -242,7 +242,8 @@ static fsdp_status extras_move(fsdp_engine *e, float *x, int out, int replicated
     for (int i = 0; i < fsdp_engine_nflats(e) && s == FSDP_OK && replicated_too; ++i) {
         fsdp_flat *f = fsdp_engine_flat(e, i);
         if (!replicated(f)) continue;
-        s = out ? fsdp_mem_to_host(mem, x, f->res.full, f->lay.count) : fsdp_mem_from_host(mem, f->res.full, x, f->lay.count);
+        s = out ? fsdp_mem_to_host(mem, x, f->res.full, f->lay.count)
+                : fsdp_mem_from_host(mem, f->res.full, x, f->lay.count);
         x += f->lay.count;
     }
     return s;
