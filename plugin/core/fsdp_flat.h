@@ -1,7 +1,8 @@
 /* fsdp_flat.h: one flat parameter buffer of a group (its trainable or its
  * frozen parameters): layout, re-pointing Darknet's arrays, and the phases
  * that move its parameters between states.  Its gradient, where it has one,
- * is fsdp_grad.h's.
+ * is fsdp_grad.h's; its optimizer state fsdp_optim.h's; saving's scratch
+ * lives from save_begin to save_end (fsdp_flat_save.c).
  *
  * Parameters are in one of three states:
  *   SHARDED    only `own` (this rank's equal, zero-padded part) is held;
@@ -24,7 +25,8 @@
  *
  * Transitions (a flat with no tensors stays as set up: every call is a
  * no-op on it).  FSDP_ASSERT checks each `from`; a call in any other state
- * is a bug in the step plan.
+ * is a bug in the step plan.  Each ends with fsdp_flat_check of the whole
+ * flat where checks are built in.
  *
  *   call              from                 to
  *   setup             -                    SHARDED (sharded) or GATHERED
