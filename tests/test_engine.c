@@ -11,6 +11,7 @@
 #include <string.h>
 #include "fsdp_backend.h"
 #include "fsdp_engine_impl.h"
+#include "fsdp_memplan.h"
 #include "parser.h"
 
 typedef struct rig {
@@ -239,6 +240,20 @@ Test(engine, an_observer_sees_every_operation_and_every_byte)
     const fsdp_tally *t = fsdp_engine_tally(r.e);
     cr_assert(rec.moved[FSDP_MOVED_GATHER] == t->ag && rec.moved[FSDP_MOVED_REDUCE_SCATTER] == t->rs &&
               rec.moved[FSDP_MOVED_ALL_REDUCE] == t->ar, "the tally counts what the engine reported");
+    rig_down(&r);
+}
+
+Test(engine, the_predictions_copy_counts_alone)
+{
+    rig r;
+    rig_up(&r, 3, "full", "0");
+    recorder rec = { 0 };
+    cr_assert_eq(fsdp_engine_observe(r.e, (fsdp_observer){ record, &rec }), FSDP_OK);
+    fsdp_group_tally t[3];
+    cr_assert_eq(fsdp_memplan_step_bytes(r.e, 1, t), FSDP_OK);
+    cr_assert_eq(rec.begun, 0, "the copy's operations reach its own tally, not the run's observers");
+    cr_assert_eq(t[2].ag_bytes, 384 * 4, "b gathered once: its forward's, kept for its backward");
+    cr_assert_eq(fsdp_engine_tally(r.e)->ag, 0, "nor the run's tally");
     rig_down(&r);
 }
 

@@ -19,8 +19,7 @@ fsdp_status fsdp_engine_create(fsdp_ctl *ctl, fsdp_coll *coll, fsdp_engine **out
     e->coll = coll;
     e->mem.align = 1;
     fsdp_cfg_init(&e->cfg);
-    fsdp_engine_observe(e, (fsdp_observer){ fsdp_observe_tally, NULL });
-    fsdp_engine_observe(e, (fsdp_observer){ fsdp_observe_timeline, NULL });
+    fsdp_engine_watch_init(e);
     return FSDP_OK;
 }
 

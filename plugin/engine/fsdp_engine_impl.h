@@ -101,6 +101,8 @@ struct fsdp_engine {
     fsdp_engine_watch watch;
 };
 
+/* The engine's own observers alone: the tally, then the timeline. */
+void fsdp_engine_watch_init(fsdp_engine *e);
 /* To every observer, what the engine did (s.engine is set here). */
 void fsdp_engine_see(fsdp_engine *e, fsdp_seen s);
 /* FSDP_SEEN_MOVED: `bytes` of `what` for group `group`, by `op` (or NULL). */

@@ -247,6 +247,7 @@ static fsdp_status counting_init(counting *c, const fsdp_engine *real)
     e->step.args_set = 0;
     e->node.terms = NULL;
     e->tl = (fsdp_timeline){ 0 };   /* counting records no events */
+    fsdp_engine_watch_init(e);      /* nor tells the run's other observers anything */
     fsdp_mem_count_init(&e->mem, &c->count, &e->pool, real->mem.align);
     fsdp_status s = fsdp_backend_null_like(real->coll, &c->coll);
     e->coll = c->coll;

@@ -11,6 +11,13 @@ fsdp_status fsdp_engine_observe(fsdp_engine *e, fsdp_observer o)
     return FSDP_OK;
 }
 
+void fsdp_engine_watch_init(fsdp_engine *e)
+{
+    e->watch = (fsdp_engine_watch){ 0 };
+    fsdp_engine_observe(e, (fsdp_observer){ fsdp_observe_tally, NULL });
+    fsdp_engine_observe(e, (fsdp_observer){ fsdp_observe_timeline, NULL });
+}
+
 void fsdp_engine_see(fsdp_engine *e, fsdp_seen s)
 {
     s.engine = e;
