@@ -215,21 +215,27 @@ static void record(void *self, const fsdp_seen *s)
     strcat(r->ops, one);
 }
 
+/* The rig under full on 3 ranks, rec observing its engine. */
+static void rig_observed(rig *r, recorder *rec)
+{
+    rig_up(r, 3, "full", "0");
+    cr_assert_eq(fsdp_engine_observe(r->e, (fsdp_observer){ record, rec }), FSDP_OK);
+}
+
 Test(engine, an_observer_sees_every_operation_and_every_byte)
 {
     rig r;
-    rig_up(&r, 3, "full", "0");
     recorder rec = { 0 };
-    cr_assert_eq(fsdp_engine_observe(r.e, (fsdp_observer){ record, &rec }), FSDP_OK);
+    rig_observed(&r, &rec);
     char seen[1024];
     train_step(&r, seen, sizeof seen);
     /* Forward: the root and a gathered, a given back after layer 1, b
      * gathered and its trainable flat kept for its backward, as the root's
      * (their reshards are inference's: not run; the frozen flats' are);
-     * backward: the root's gradient reduced and
-     * stepped, b's, then a gathered again for its own (the last
-     * micro-batch: no grad_unpoint); the update settles, steps (each group
-     * stepped in backward already) and gives back. */
+     * backward: the root's gradient reduced and stepped, b's, then a
+     * gathered again for its own (the last micro-batch: no grad_unpoint);
+     * the update settles, steps (each group stepped in backward already)
+     * and gives back. */
     cr_assert_str_eq(rec.ops,
                      "U0t U0f U1t U1f R1f R1t U2t U2f R2f R0f "
                      "U0t gp0t red0t "
@@ -246,9 +252,8 @@ Test(engine, an_observer_sees_every_operation_and_every_byte)
 Test(engine, the_predictions_copy_counts_alone)
 {
     rig r;
-    rig_up(&r, 3, "full", "0");
     recorder rec = { 0 };
-    cr_assert_eq(fsdp_engine_observe(r.e, (fsdp_observer){ record, &rec }), FSDP_OK);
+    rig_observed(&r, &rec);
     fsdp_group_tally t[3];
     cr_assert_eq(fsdp_memplan_step_bytes(r.e, 1, t), FSDP_OK);
     cr_assert_eq(rec.begun, 0, "the copy's operations reach its own tally, not the run's observers");
