@@ -1,4 +1,4 @@
-# GPU build of Darknet (CUDA 13, cuDNN 9) and what the plugin needs for its
+# GPU build of Darknet (CUDA 12 or 13, cuDNN 9) and what the plugin needs for its
 # NCCL backend.  Included from cmake/darknet.cmake when FSDP_GPU=ON, after
 # darknet_lib exists and before the darknet executable and the plugin
 # (cmake/plugin.cmake) are defined.
@@ -18,7 +18,7 @@ include(CheckLanguage)
 check_language(CUDA)
 if(NOT CMAKE_CUDA_COMPILER)
   message(FATAL_ERROR "FSDP_GPU=ON but no CUDA compiler (nvcc) was found.  Install the "
-    "CUDA 13 toolkit in /usr/local/cuda, put its bin/ on PATH or pass "
+    "CUDA 12 or 13 toolkit in /usr/local/cuda, put its bin/ on PATH or pass "
     "-DCMAKE_CUDA_COMPILER=/path/to/nvcc; or configure without -DFSDP_GPU=ON.")
 endif()
 # Must be set before enable_language so CMake's compiler check uses them too.
@@ -29,10 +29,15 @@ set(CMAKE_CUDA_ARCHITECTURES "${FSDP_CUDA_ARCHS}")
 set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
+# The toolkit found decides the CUDA major (nothing in the code needs 13): a
+# CUDA 13 build needs driver R580 or newer, a CUDA 12 one R525 (many GPU
+# machines still run 535-570).  Older toolkits lack the stream-ordered pool
+# attributes and NCCL's non-blocking start that the plugin uses.
 if(CUDAToolkit_VERSION VERSION_LESS 12)
-  message(WARNING "CUDA ${CUDAToolkit_VERSION}: this build is made for CUDA 13 (tested), "
-    "older toolkits may still work.")
+  message(FATAL_ERROR "CUDA ${CUDAToolkit_VERSION} found (${CMAKE_CUDA_COMPILER}); the GPU build needs "
+    "CUDA 12 or 13: point CMAKE_CUDA_COMPILER (or CUDACXX, or PATH) at such a toolkit's nvcc.")
 endif()
+string(REGEX MATCH "^[0-9]+" FSDP_CUDA_MAJOR "${CUDAToolkit_VERSION}")
 
 # --- cuDNN -------------------------------------------------------------------
 if(FSDP_CUDNN)
@@ -44,7 +49,7 @@ if(FSDP_CUDNN)
     ENV CUDNN_HOME PATH_SUFFIXES lib lib64)
   if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
     message(FATAL_ERROR "FSDP_CUDNN=ON but cuDNN was not found (cudnn.h: "
-      "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}).  Install cuDNN 9 for CUDA 13 "
+      "${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}).  Install cuDNN 9 for CUDA ${FSDP_CUDA_MAJOR} "
       "(headers and libcudnn.so next to CUDA's, set CUDNN_HOME, or pass -DCUDNN_INCLUDE_DIR= and "
       "-DCUDNN_LIBRARY=), or configure with -DFSDP_CUDNN=OFF.")
   endif()
@@ -65,6 +70,14 @@ if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
   message(FATAL_ERROR "FSDP_GPU=ON but NCCL was not found (nccl.h: ${NCCL_INCLUDE_DIR}, "
     "libnccl: ${NCCL_LIBRARY}).  Install NCCL 2 (e.g. Debian/Ubuntu libnccl-dev, or into "
     "/usr/local/cuda), set NCCL_HOME, or pass -DNCCL_INCLUDE_DIR= and -DNCCL_LIBRARY=.")
+endif()
+
+# ncclCommInitRankConfig (the non-blocking start the watchdog times) is NCCL 2.14's.
+file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_code REGEX "define NCCL_VERSION_CODE ")
+string(REGEX MATCH "[0-9]+" _nccl_code "${_nccl_code}")
+if(_nccl_code AND _nccl_code LESS 21400)
+  message(FATAL_ERROR "NCCL ${_nccl_code} found in ${NCCL_INCLUDE_DIR}; the plugin needs NCCL 2.14 or newer "
+    "(ncclCommInitRankConfig).")
 endif()
 
 # --- Finding the libraries at run time ----------------------------------------

@@ -18,6 +18,7 @@
 #include "fsdp_resume.h"
 #include "fsdp_commands.h"
 #include "fsdp_deltas.h"
+#include "fsdp_devices.h"
 #include "fsdp_acts.h"
 #include "fsdp_engine.h"
 #include "fsdp_flags.h"
@@ -148,6 +149,8 @@ static fsdp_status device_backend(fsdp_engine *e, network *net)
         FSDP_TRY(fsdp_backend_mpi_create(NULL, &host));
         FSDP_TRY(fsdp_backend_staged_create(host, &dev));
     } else {
+        /* NCCL refuses ranks sharing a GPU with a bare "invalid usage": named here first. */
+        FSDP_TRY(fsdp_devices_agree(fsdp_engine_ctl(e), &P.hosts, net->gpu_index));
         FSDP_TRY(fsdp_backend_nccl_create(fsdp_engine_ctl(e), net->gpu_index, &dev));
     }
     fsdp_engine_set_coll(e, dev);

@@ -5,3 +5,6 @@
 fsdp_script_test(gpu_bundle test_bundle.sh)
 set_tests_properties(gpu_bundle PROPERTIES SKIP_RETURN_CODE 77)
 set_property(TEST gpu_bundle APPEND PROPERTY LABELS ci)
+
+# tools/gpu-check's plan and arguments, without a GPU.
+fsdp_script_test(gpu_check_plan test_gpu_check.sh)

@@ -33,8 +33,15 @@ static inline int gpu_count(int say)
     int absent = e == cudaSuccess || e == cudaErrorNoDevice ||
                  (e == cudaErrorInsufficientDriver && access("/dev/nvidiactl", F_OK) != 0);
     if (!absent) {
-        fprintf(stderr, "a GPU is there but CUDA cannot use it (cudaGetDeviceCount: %s)\n",
-                cudaGetErrorString(e));
+        int driver = 0, runtime = 0;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        fprintf(stderr, "a GPU is there but CUDA cannot use it (cudaGetDeviceCount: %s; the driver supports "
+                "CUDA %d.%d, this build's runtime is CUDA %d.%d)\n", cudaGetErrorString(e), driver / 1000,
+                driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        if (e == cudaErrorInsufficientDriver)
+            fprintf(stderr, "build with the CUDA %d toolkit (cmake/gpu.cmake takes the one it finds; CUDA 12 and "
+                    "13 work), or install a driver for CUDA %d\n", driver / 1000, runtime / 1000);
         exit(3);
     }
     if (say)

@@ -16,6 +16,20 @@ pass() { CHECKS=$((CHECKS + 1)); echo "ok   - $*"; }
 fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL - $*"; }
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
 check_not() { local what=$1; shift; if "$@"; then fail "$what"; else pass "$what"; fi; }
+# How many GPUs the CUDA runtime sees, as the GPU build's probe reports them
+# ("GPU 0 of N: ..."); 0 without a GPU or without a GPU build.  The runtime,
+# not nvidia-smi: a driver too old for the build's CUDA is a failure there
+# (the probe exits 3, printing both versions), not a skip.
+runtime_gpus() {
+  local out rc
+  out=$("$B/tests/test_kernels_gpu" --probe 2>&1) && rc=0 || rc=$?
+  if [ "$rc" = 0 ]; then sed -n 's/^GPU 0 of \([0-9]*\):.*/\1/p' <<< "$out" | head -1; return; fi
+  [ "$rc" = 77 ] || [ ! -x "$B/tests/test_kernels_gpu" ] && { echo 0; return; }
+  printf '%s\n' "$out" >&2
+  echo "a GPU is there but the CUDA runtime cannot use it (see above)" >&2
+  exit 1
+}
+
 finish() { echo "$((CHECKS - FAILS)) passed, $FAILS failed"; [ "$FAILS" = 0 ]; }
 
 # make_data DIR [make-testdata options]: a small labelled image set.

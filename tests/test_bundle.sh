@@ -71,11 +71,15 @@ else
   echo "skip - no private mount namespace here (unshare -m): the hidden-Open-MPI run is left out"
 fi
 
-# Its GPU tests: the four of tests/gpu.cmake, moved to the bundle's paths.
+# Its GPU tests (tests/gpu.cmake, tests/gpu_engine.cmake), moved to the bundle's paths.
 "$S/tools/gpu-bundle" tests "$BUNDLE" > "$WORK/tests.out" 2>&1 || true
 tail -5 "$WORK/tests.out"
-for t in kernels_gpu collectives_gpu_np1 collectives_gpu_np2 gpu_engine; do
-  if nvidia-smi -L > /dev/null 2>&1; then want=Passed; else want=Skipped; fi
+# Whether there is a GPU, as the CUDA runtime sees it (77: none).
+set +e
+"$BUNDLE/build-gpu/tests/test_kernels_gpu" --probe > /dev/null 2>&1; probe=$?
+set -e
+for t in kernels_gpu collectives_gpu_np1 collectives_gpu_np2 gpu_engine gpu_engine_frozen gpu_engine_bn; do
+  if [ "$probe" != 77 ]; then want=Passed; else want=Skipped; fi
   check "gpu test $t: $want" grep -q "Test #[0-9]*: $t \.\.\. $want" "$WORK/tests.out"
 done
 finish

@@ -351,6 +351,13 @@ static void describe_gpu(int gpus)
            "runtime %d.%d\n", gpus, p.name, p.major, p.minor, p.multiProcessorCount,
            p.totalGlobalMem / 1073741824.0, driver / 1000, driver % 1000 / 10, runtime / 1000,
            runtime % 1000 / 10);
+    /* Several ranks on one GPU (-fsdp-backend mpi-staged, the 2-rank tests)
+     * need the default mode; EXCLUSIVE_PROCESS lets one process in. */
+    int mode = 0;
+    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, 0);
+    printf("compute mode: %s\n", mode == cudaComputeModeDefault ? "default (shared)"
+           : mode == cudaComputeModeExclusiveProcess ? "EXCLUSIVE_PROCESS (one process: two ranks cannot share it)"
+           : mode == cudaComputeModeProhibited ? "PROHIBITED (no process may use it)" : "other");
     /* The plugin allocates with cudaMallocAsync where the device has pools. */
     int pools = 0;
     cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0);

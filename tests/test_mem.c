@@ -114,3 +114,22 @@ Test(mem, count_placement_stand_ins_are_apart_and_never_read)
     cr_assert_eq(count.nlive, 1);
     fsdp_mem_count_free(&m);
 }
+
+/* ---- the device pool's hold ------------------------------------------------ */
+
+/* GPU runs keep in the driver's pool what a step takes, as the prediction
+ * counts it (step_buffers: the count placement's footprint), in 2 MiB
+ * granules with an eighth more; nothing when a step takes nothing. */
+Test(mem, device_pool_keeps_the_counted_step)
+{
+    const size_t g = FSDP_DEVICE_POOL_GRANULE;
+    cr_assert_eq(fsdp_mem_pool_keep_bytes(0), 0);
+    cr_assert_eq(fsdp_mem_pool_keep_bytes(1), g);
+    cr_assert_eq(fsdp_mem_pool_keep_bytes(8 * g), 9 * g);
+    cr_assert_eq(fsdp_mem_pool_keep_bytes(8 * g + 1), 10 * g);
+    fixture_shape count = { .world = 4, .rank = 1, .starts = 1, .counts = 1 };
+    size_t step = a_step(count), keep = fsdp_mem_pool_keep_bytes(step);
+    cr_assert_gt(step, 0);
+    cr_assert(keep >= step + step / 8 && keep < step + step / 8 + g && keep % g == 0,
+              "a step of %zu bytes keeps %zu", step, keep);
+}

@@ -39,7 +39,7 @@ case $opts in *" dropout_inside "*) dropout=2 inside=1 route=5 ;; esac
 gpu=0 NP_ARGS=()
 case $opts in *" gpu "*) gpu=1 NP_ARGS=(-fsdp-backend mpi-staged) ;; esac
 if [ "$gpu" = 1 ]; then
-  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  ngpu=$(runtime_gpus)
   if [ "${ngpu:-0}" = 0 ]; then echo "skipped: no GPU"; exit 77; fi
   # Several ranks share the GPU through host staging (NCCL refuses that).
   eval "lib_$(declare -f train_np)"

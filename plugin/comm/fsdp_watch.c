@@ -56,6 +56,16 @@ void fsdp_watch_leave(void)
     atomic_store(&now.what, NULL);
 }
 
+/* msg: n characters as snprintf counted them into cap bytes. */
+static void say_and_exit(const char *msg, int n, size_t cap)
+{
+    fsdp_quiet_failed();   /* stderr is the rank's own again */
+    if (n > 0) (void)!write(2, msg, (size_t)n < cap ? (size_t)n : cap - 1);
+    /* MPI may only be called from the main thread, which is stuck: leave
+     * without it; the launcher sees a rank end non-zero and stops the rest. */
+    _exit(1);
+}
+
 static void expire(const char *what, double waited)
 {
     char where[256] = "";
@@ -65,11 +75,30 @@ static void expire(const char *what, double waited)
     int n = snprintf(msg, sizeof msg, "fsdp: rank %d: %s%s%s made no progress for %.0f s (-fsdp-timeout "
                      "%g): another rank stopped, hung or died; stopping every rank\n", my_rank, what,
                      where[0] ? " " : "", where, waited, timeout_s);
-    fsdp_quiet_failed();   /* stderr is the rank's own again */
-    if (n > 0) (void)!write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-    /* MPI may only be called from the main thread, which is stuck: leave
-     * without it; the launcher sees a rank end non-zero and stops the rest. */
-    _exit(1);
+    say_and_exit(msg, n, sizeof msg);
+}
+
+static fsdp_watch_probe_fn probe;
+static void *probe_ctx;
+
+double fsdp_watch_timeout(void) { return timeout_s; }
+
+void fsdp_watch_probe(fsdp_watch_probe_fn check, void *ctx)
+{
+    pthread_mutex_lock(&lock);
+    probe = check;
+    probe_ctx = ctx;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Under the lock, in the watching thread. */
+static void check_probe(void)
+{
+    char why[320], msg[512];
+    if (!probe || !probe(probe_ctx, timeout_s, why, sizeof why)) return;
+    int n = snprintf(msg, sizeof msg, "fsdp: rank %d: %s (-fsdp-timeout %g): another rank stopped, hung or "
+                     "died, or the link failed; stopping every rank\n", my_rank, why, timeout_s);
+    say_and_exit(msg, n, sizeof msg);
 }
 
 static void *watch(void *arg)
@@ -82,6 +111,7 @@ static void *watch(void *arg)
         t.tv_nsec += 200 * 1000 * 1000;
         if (t.tv_nsec >= 1000000000) { t.tv_sec += 1; t.tv_nsec -= 1000000000; }
         pthread_cond_timedwait(&wake, &lock, &t);
+        if (!stopping) check_probe();
         const char *what = atomic_load(&now.what);
         if (!what || stopping) continue;
         double waited = clock_s() - atomic_load(&now.since);

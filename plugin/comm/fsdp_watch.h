@@ -33,6 +33,17 @@ void fsdp_watch_stop(void);
 /* Around a call that waits for other ranks (MPI_Finalize, ...). */
 void fsdp_watch_enter(const char *what, const void *buf);
 void fsdp_watch_leave(void);
+/* The timeout given to fsdp_watch_start (0: none, or not started). */
+double fsdp_watch_timeout(void);
+/* Work the main thread does not wait in, checked by the watching thread at
+ * each of its ticks (every 0.2 s): device collectives, which return once
+ * queued.  `check` returns 0 while that work progresses; otherwise it has
+ * written what stalled or failed to `why` and stopped that work (NCCL:
+ * ncclCommAbort), and the watcher stops the rank as for a wait that made no
+ * progress.  One probe at a time; NULL removes it (taken under the
+ * watcher's lock: after the call the old probe is never called again). */
+typedef int (*fsdp_watch_probe_fn)(void *ctx, double timeout_s, char *why, size_t n);
+void fsdp_watch_probe(fsdp_watch_probe_fn check, void *ctx);
 /* *ctl and *coll (either may be NULL) become host control and buffer
  * collectives whose every call is watched; each owns the one it replaces
  * (freed with it) and takes its name, rank, world (and memory kind and

@@ -234,3 +234,14 @@ int fsdp_layer_has_bn(const layer *l)
 {
     return l->batch_normalize || l->type == BATCHNORM;
 }
+
+int fsdp_layer_recurrent_bn(const layer *l)
+{
+    switch (l->type) {
+    case RNN:
+    case CRNN: return l->input_layer && l->input_layer->batch_normalize;
+    case GRU: return l->uz && l->uz->batch_normalize;
+    case LSTM: return l->uf && l->uf->batch_normalize;
+    default: return 0;
+    }
+}

@@ -57,6 +57,8 @@ size_t fsdp_layer_act_floats(const layer *l);
 /* Whether the layer has batch norm's x and x_norm (batch_normalize=1, or
  * a [batchnorm] layer). */
 int fsdp_layer_has_bn(const layer *l);
+/* Whether a recurrent layer's sub-layers normalize their batches. */
+int fsdp_layer_recurrent_bn(const layer *l);
 
 /* A layer's activation array `which`: the host one, or with device its
  * *_gpu twin (the host one in a CPU build, as fsdp_tensor_array). */

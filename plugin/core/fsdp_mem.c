@@ -146,7 +146,15 @@ void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index)
     m->align = m->device ? FSDP_DEVICE_ALIGN_FLOATS : 1;
 }
 
+size_t fsdp_mem_pool_keep_bytes(size_t step_buffers)
+{
+    if (!step_buffers) return 0;
+    size_t want = step_buffers + step_buffers / 8, g = FSDP_DEVICE_POOL_GRANULE;
+    return (want + g - 1) / g * g;
+}
+
 #ifndef GPU
 /* The device placement's set-up (fsdp_mem_gpu.c): nothing on the host. */
 fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device) { return FSDP_OK; }
+fsdp_status fsdp_mem_device_keep(fsdp_mem_ctx *m, size_t bytes) { return FSDP_OK; }
 #endif

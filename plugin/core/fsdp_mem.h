@@ -87,6 +87,7 @@ struct fsdp_mem_ctx {
     fsdp_mem_pool *pool;   /* NULL: take and give are alloc and free */
     size_t align;   /* tensors start at multiples of this many floats in a flat (1 on the host) */
     int no_pool;    /* device without stream-ordered allocation: cudaMalloc/cudaFree */
+    int pool_device;   /* the GPU whose default pool device buffers come from */
     const fsdp_place_i *place;   /* NULL: device or host, as `device` says */
     fsdp_mem_count *count;       /* the count placement's stand-ins */
 };
@@ -131,12 +132,29 @@ static inline size_t fsdp_mem_aligned(const fsdp_mem_ctx *m, size_t n)
  * the *_gpu arrays; else host memory.  Sets device, and align to match. */
 void fsdp_mem_place(fsdp_mem_ctx *m, int gpu_index);
 
-/* Device runs: keep memory freed to the device's default pool for reuse
- * instead of handing it back to the driver at every synchronization (the
- * pool's default): a gathered group's buffer is freed and allocated again
- * every step.  A device (or virtual machine) without memory pools gets
+/* Device runs, before set-up: the plugin's device buffers come from the
+ * device's default stream-ordered pool, which until fsdp_mem_device_keep
+ * hands what is freed back to the driver at each synchronization (set-up's
+ * buffers do not stay).  A device (or virtual machine) without memory
+ * pools, or FSDP_DEVICE_POOL=0 in the environment (compute-sanitizer's
+ * memcheck sees a use after free only in memory the driver has back), gets
  * cudaMalloc and cudaFree, which synchronize.  Nothing on the host. */
 fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device);
+
+/* Device runs, after set-up: what set-up left in the pool goes back to the
+ * driver now, and from then on the pool keeps at most `bytes` of freed
+ * memory between synchronizations (its release threshold) for the next
+ * step, handing the rest back: Darknet's own allocations (cuda_make_array,
+ * resize_network, cuDNN's workspace) use plain cudaMalloc and cannot take
+ * memory the pool holds.  Nothing on the host or without a pool. */
+fsdp_status fsdp_mem_device_keep(fsdp_mem_ctx *m, size_t bytes);
+
+/* The bytes the device pool keeps for a step whose buffers, counted as the
+ * memory prediction counts them (step_buffers), peak at `step_buffers`: that
+ * peak in the pool's 2 MiB granules with an eighth more for its rounding
+ * and fragmentation. */
+#define FSDP_DEVICE_POOL_GRANULE ((size_t)2 << 20)
+size_t fsdp_mem_pool_keep_bytes(size_t step_buffers);
 
 /* Frees what the pool holds. */
 void fsdp_mem_pool_drain(const fsdp_mem_ctx *m);

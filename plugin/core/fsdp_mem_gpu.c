@@ -4,6 +4,8 @@
  * pool. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "fsdp_mem.h"
 #include "fsdp_cuda.h"
 #include "fsdp_kernels.h"
@@ -84,20 +86,37 @@ const fsdp_place_i fsdp_place_device = {
     .free_darknet = dev_free_darknet,
 };
 
-fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
+static fsdp_status pool_threshold(int device, uint64_t keep)
 {
-    if (!m->device) return FSDP_OK;
-    int pools = 0;
-    cudaCheck(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
-    if (!pools) {
-        m->no_pool = 1;
-        fprintf(stderr, "fsdp: GPU %d has no stream-ordered memory pools: cudaMalloc and "
-                "cudaFree instead (slower)\n", device);
-        return FSDP_OK;
-    }
     cudaMemPool_t pool;
-    uint64_t keep = UINT64_MAX;
     cudaCheck(cudaDeviceGetDefaultMemPool(&pool, device));
     cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     return FSDP_OK;
+}
+
+fsdp_status fsdp_mem_device_setup(fsdp_mem_ctx *m, int device)
+{
+    if (!m->device) return FSDP_OK;
+    const char *env = getenv("FSDP_DEVICE_POOL");
+    int pools = 0;
+    cudaCheck(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+    if (!pools || (env && !strcmp(env, "0"))) {
+        m->no_pool = 1;
+        fprintf(stderr, "fsdp: GPU %d: %s: cudaMalloc and cudaFree instead (slower)\n", device,
+                pools ? "FSDP_DEVICE_POOL=0" : "no stream-ordered memory pools");
+        return FSDP_OK;
+    }
+    m->pool_device = device;
+    return pool_threshold(device, 0);
+}
+
+fsdp_status fsdp_mem_device_keep(fsdp_mem_ctx *m, size_t bytes)
+{
+    if (!m->device || m->no_pool) return FSDP_OK;
+    cudaMemPool_t pool;
+    /* Set-up's frees are ordered on the compute stream: done before the trim. */
+    cudaCheck(cudaStreamSynchronize(DN_COMPUTE_STREAM));
+    cudaCheck(cudaDeviceGetDefaultMemPool(&pool, m->pool_device));
+    cudaCheck(cudaMemPoolTrimTo(pool, 0));
+    return pool_threshold(m->pool_device, bytes);
 }

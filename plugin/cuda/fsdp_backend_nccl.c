@@ -19,6 +19,19 @@
  * also covers every earlier one; at most FSDP_TICKETS may be
  * outstanding (started, not yet waited for) at once (fsdp_tickets).
  *
+ * The watchdog.  A collective returns once queued, so a stalled peer shows
+ * on the host only where something waits for the device (Darknet's
+ * cudaMemcpy), which no timeout covers.  The communicator is non-blocking
+ * (config.blocking = 0): every call returns at once, ncclInProgress while
+ * NCCL still works in the background, and `settle` polls its state with
+ * ncclCommGetAsyncError for at most -fsdp-timeout, then ncclCommAbort; so
+ * NCCL's start (ncclCommInitRankConfig) is timed too.  Each collective
+ * queued records an event after it (fsdp_inflight.h), and the watchdog's
+ * thread (fsdp_watch_probe) polls the oldest pending one with
+ * cudaEventQuery and the communicator with ncclCommGetAsyncError: a
+ * collective pending for -fsdp-timeout, or an error NCCL reports, aborts
+ * the communicator and stops the rank with the collective named.
+ *
  * Host control is not its business: NCCL's unique id goes through the host
  * control it is created with (MPI), which it does not keep.
  * Failures come back as a status (FSDP_ERR_CUDA, FSDP_ERR_COMM), never exit().
@@ -26,19 +39,21 @@
 #ifdef GPU
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include "fsdp_cuda_backends.h"
 #include "fsdp_cuda.h"
+#include "fsdp_inflight.h"
+#include "fsdp_watch.h"
 
-#define ncclCheck(call) do { \
-    ncclResult_t r_ = (call); \
-    if (r_ != ncclSuccess) \
-        return fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, \
-                         ncclGetErrorString(r_), ncclGetLastError(NULL)); \
-} while (0)
+/* A call on the non-blocking communicator, settled (below). */
+#define ncclCheck(c, call) FSDP_TRY(settle((c), (call), #call, __FILE__, __LINE__))
 
 typedef struct {
     int device;
@@ -49,7 +64,102 @@ typedef struct {
     /* A started collective completes when its ticket slot's event fires. */
     cudaEvent_t done[FSDP_TICKETS];
     fsdp_tickets tickets;
+    /* What the watchdog's thread polls (under lock): an event recorded
+     * after each collective, by its slot in `inflight`. */
+    pthread_mutex_t lock;
+    fsdp_inflight inflight;
+    cudaEvent_t track[FSDP_INFLIGHT];
+    int aborted;   /* ncclCommAbort ran: the communicator is gone */
 } nccl_ctx;
+
+static double clock_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Once, from either thread: the caller holds c->lock. */
+static void abort_locked(nccl_ctx *c)
+{
+    if (c->comm && !c->aborted) ncclCommAbort(c->comm);
+    c->aborted = 1;
+}
+
+static void abort_comm(nccl_ctx *c)
+{
+    pthread_mutex_lock(&c->lock);
+    abort_locked(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* A call on the non-blocking communicator returns ncclInProgress while NCCL
+ * still works on it in the background (its start, connecting to peers on a
+ * first collective); nothing else may be called on the communicator until
+ * its state, polled with ncclCommGetAsyncError, leaves ncclInProgress.
+ * Polled for at most -fsdp-timeout (none: for ever); a timeout or an error
+ * aborts the communicator. */
+static fsdp_status settle(nccl_ctx *c, ncclResult_t r, const char *what, const char *file, int line)
+{
+    double t0 = clock_s(), limit = fsdp_watch_timeout();
+    while (r == ncclInProgress) {
+        if (limit > 0 && clock_s() - t0 >= limit) {
+            abort_comm(c);
+            return fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s made no progress for %.0f s (-fsdp-timeout %g): another "
+                             "rank stopped, hung or died, or cannot reach this one; NCCL's communicator aborted",
+                             file, line, what, clock_s() - t0, limit);
+        }
+        usleep(100);
+        if (ncclCommGetAsyncError(c->comm, &r) != ncclSuccess) break;
+    }
+    if (r == ncclSuccess) return FSDP_OK;
+    fsdp_status s = fsdp_fail(FSDP_ERR_COMM, "%s:%d: %s: %s (%s)", file, line, what, ncclGetErrorString(r),
+                              ncclGetLastError(c->comm));
+    abort_comm(c);
+    return s;
+}
+
+/* The watchdog thread's probe (fsdp_watch_probe). */
+static int track_done(void *ctx, int slot)
+{
+    return cudaEventQuery(((nccl_ctx *)ctx)->track[slot]) == cudaSuccess;
+}
+
+static int probe(void *ctx, double timeout_s, char *why, size_t n)
+{
+    nccl_ctx *c = ctx;
+    const char *what = NULL;
+    double pending = 0;
+    ncclResult_t r = ncclSuccess;
+    pthread_mutex_lock(&c->lock);
+    /* The current device is per thread: this one's is set here. */
+    int stalled = cudaSetDevice(c->device) == cudaSuccess &&
+                  fsdp_inflight_stalled(&c->inflight, track_done, c, clock_s(), timeout_s, &what, &pending);
+    if (!stalled && !c->aborted && ncclCommGetAsyncError(c->comm, &r) == ncclSuccess && r != ncclInProgress &&
+        r != ncclSuccess)
+        snprintf(why, n, "NCCL reports %s (%s)", ncclGetErrorString(r), ncclGetLastError(c->comm));
+    else if (stalled)
+        snprintf(why, n, "NCCL %s made no progress for %.0f s", what, pending);
+    int bad = stalled || (r != ncclSuccess && r != ncclInProgress);
+    if (bad) abort_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return bad;
+}
+
+/* The collective just queued on the comm stream, for the watchdog.  The
+ * slot is taken under the lock and its event recorded outside it: a record
+ * may block while the device's queue is full behind a stalled collective,
+ * and the watchdog must still get the lock then.  Until it is recorded the
+ * slot's event reads as done (never recorded, or done long ago), so only
+ * that one collective goes unwatched; the earlier ones still pending are. */
+static fsdp_status track(nccl_ctx *c, const char *what)
+{
+    pthread_mutex_lock(&c->lock);
+    int slot = fsdp_inflight_issue(&c->inflight, what, clock_s());
+    pthread_mutex_unlock(&c->lock);
+    cudaCheck(cudaEventRecord(c->track[slot], c->stream));
+    return FSDP_OK;
+}
 
 /* The comm stream waits for everything Darknet has enqueued so far. */
 static fsdp_status before(nccl_ctx *c)
@@ -86,8 +196,8 @@ static fsdp_status issue_all_gather(fsdp_coll *b, const float *shard, float *ful
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, shard_count, &in_place));
     if (shard_count == 0) return FSDP_OK;
     FSDP_TRY(before(c));
-    ncclCheck(ncclAllGather(shard, full, shard_count, ncclFloat, c->comm, c->stream));
-    return FSDP_OK;
+    ncclCheck(c, ncclAllGather(shard, full, shard_count, ncclFloat, c->comm, c->stream));
+    return track(c, "all-gather");
 }
 
 static fsdp_status issue_reduce_scatter(fsdp_coll *b, const float *full, float *shard,
@@ -98,9 +208,8 @@ static fsdp_status issue_reduce_scatter(fsdp_coll *b, const float *full, float *
     FSDP_TRY(fsdp_backend_check_layout(b, shard, full, shard_count, &in_place));
     if (shard_count == 0) return FSDP_OK;
     FSDP_TRY(before(c));
-    ncclCheck(ncclReduceScatter(full, shard, shard_count, ncclFloat, ncclSum, c->comm,
-                                c->stream));
-    return FSDP_OK;
+    ncclCheck(c, ncclReduceScatter(full, shard, shard_count, ncclFloat, ncclSum, c->comm, c->stream));
+    return track(c, "reduce-scatter");
 }
 
 static fsdp_status nccl_all_gather(fsdp_coll *b, const float *shard, float *full,
@@ -165,7 +274,8 @@ static fsdp_status nccl_all_reduce(fsdp_coll *b, float *buf, size_t count)
     nccl_ctx *c = b->ctx;
     if (count == 0) return FSDP_OK;
     FSDP_TRY(before(c));
-    ncclCheck(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c->comm, c->stream));
+    ncclCheck(c, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c->comm, c->stream));
+    FSDP_TRY(track(c, "all-reduce"));
     return after(c);
 }
 
@@ -176,8 +286,18 @@ static void nccl_free(fsdp_coll *b)
     nccl_ctx *c = b->ctx;
     if (c) {
         cudaSetDevice(c->device);
-        if (c->stream) cudaStreamSynchronize(c->stream);
-        if (c->comm) ncclCommDestroy(c->comm);
+        /* Still watched (a peer gone now would hang the sync), unless
+         * aborted: that communicator's stream may never finish.  Finalize
+         * completes NCCL's own work; on a non-blocking communicator it is
+         * polled, and aborted where it fails or stalls. */
+        if (c->stream && !c->aborted) cudaStreamSynchronize(c->stream);
+        if (c->comm && !c->aborted)
+            (void)settle(c, ncclCommFinalize(c->comm), "ncclCommFinalize", __FILE__, __LINE__);
+        fsdp_watch_probe(NULL, NULL);
+        if (c->comm && !c->aborted) ncclCommDestroy(c->comm);
+        for (int i = 0; i < FSDP_INFLIGHT; i++)
+            if (c->track[i]) cudaEventDestroy(c->track[i]);
+        pthread_mutex_destroy(&c->lock);
         if (c->compute_done) cudaEventDestroy(c->compute_done);
         if (c->comm_done) cudaEventDestroy(c->comm_done);
         for (int i = 0; i < FSDP_TICKETS; i++)
@@ -200,13 +320,18 @@ static fsdp_status nccl_init(fsdp_coll *b, nccl_ctx *c, fsdp_ctl *ctl)
                          __FILE__, __LINE__);
 
     cudaCheck(cudaSetDevice(c->device));
-    ncclCheck(ncclCommInitRank(&c->comm, b->world, msg.id, b->rank));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;   /* its start too is timed (settle) */
+    ncclCheck(c, ncclCommInitRankConfig(&c->comm, b->world, msg.id, b->rank, &config));
     cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     /* Ordering only: no timing, so recording them stays cheap. */
     cudaCheck(cudaEventCreateWithFlags(&c->compute_done, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&c->comm_done, cudaEventDisableTiming));
     for (int i = 0; i < FSDP_TICKETS; i++)
         cudaCheck(cudaEventCreateWithFlags(&c->done[i], cudaEventDisableTiming));
+    for (int i = 0; i < FSDP_INFLIGHT; i++)
+        cudaCheck(cudaEventCreateWithFlags(&c->track[i], cudaEventDisableTiming));
+    fsdp_watch_probe(probe, c);
     return FSDP_OK;
 }
 
@@ -233,6 +358,7 @@ fsdp_status fsdp_backend_nccl_create(fsdp_ctl *ctl, int device, fsdp_coll **out)
     *b = (fsdp_coll){ .iface = nccl_coll, .name = "nccl", .rank = ctl->rank, .world = ctl->world,
                       .mem = FSDP_MEM_DEVICE, .ctx = c };
     c->device = device;
+    pthread_mutex_init(&c->lock, NULL);
     fsdp_status s = nccl_init(b, c, ctl);
     if (s != FSDP_OK) {
         nccl_free(b);

@@ -90,10 +90,34 @@ void fsdp_bn_free(fsdp_bn *bn)
     *bn = (fsdp_bn){ 0 };
 }
 
-fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
+int fsdp_bn_of_run(const fsdp_bn *bn, const network *net)
 {
     /* net is Darknet's by-value copy: the layers array names the network. */
-    if (!bn->net || net->layers != bn->net->layers || !net->train || bn->ctl->world == 1 || channels <= 0)
+    return bn->net && net->layers && net->layers == bn->net->layers;
+}
+
+fsdp_status fsdp_bn_check_recurrent(const fsdp_bn_run *run, const network *net)
+{
+    if (run->world < 2 || !run->sync_bn) return FSDP_OK;
+    for (int i = 0; i < net->n; ++i) {
+        const layer *l = &net->layers[i];
+        /* CRNN hands its sub-layers the run's network everywhere, rnn and
+         * gru on the host; lstm nowhere. */
+        if (run->frozen[i] || l->type == CRNN || !fsdp_layer_recurrent_bn(l)) continue;
+        if (!run->device && l->type != LSTM) continue;
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED,
+                         "%s: layer %d (%s, with batch_normalize): synchronized batch norm cannot reach the "
+                         "batch norm inside lstm layers, nor inside rnn and gru layers on the GPU (Darknet runs "
+                         "their sub-layers in a network of their own there); set sync_bn=0 in [net]%s",
+                         run->file ? run->file : "cfg", i, l->type == RNN ? "rnn" : l->type == GRU ? "gru" : "lstm",
+                         l->type == LSTM ? "" : ", or train on the CPU (-nogpu)");
+    }
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, float *x, int channels, int count)
+{
+    if (!fsdp_bn_of_run(bn, net) || !net->train || bn->ctl->world == 1 || channels <= 0)
         return FSDP_OK;
     if (count < 2)
         /* Darknet divides this rank's variance by count - 1 = 0: nothing

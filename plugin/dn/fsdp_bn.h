@@ -46,7 +46,30 @@ fsdp_status fsdp_bn_attach(fsdp_bn *bn, const network *net, fsdp_ctl *ctl, fsdp_
                            const fsdp_mem_ctx *mem, const fsdp_layout_plan *plan);
 void fsdp_bn_free(fsdp_bn *bn);
 
-/* The bn_sync hook's body.  x is in device memory on GPU runs. */
+/* Whether a hook call comes from the run's network (net is Darknet's
+ * by-value copy of it).  Recurrent layers' device passes, and LSTM's host
+ * ones, run their sub-layers in a network of their own (`network s = {0}`:
+ * no layers): such calls are not the run's, and nothing of the run's (its
+ * layer 0 above all) may be combined, recorded or replayed for them. */
+int fsdp_bn_of_run(const fsdp_bn *bn, const network *net);
+
+/* What decides whether a run's recurrent layers can combine statistics. */
+typedef struct fsdp_bn_run {
+    const char *file;     /* the cfg, for the message */
+    int device;           /* computes on the GPU */
+    int world;
+    int sync_bn;          /* [net] sync_bn */
+    const unsigned char *frozen;   /* per layer: frozen (runs in inference, combines nothing) */
+} fsdp_bn_run;
+/* A run that combines batch statistics (sync_bn, several ranks) refuses,
+ * by name, trained layers with batch_normalize whose sub-layers' calls are
+ * not the run's (above), so nothing would be combined (and on the GPU
+ * Darknet's device batch norm, patch 0020, would still treat the variance
+ * as the world's): lstm everywhere, rnn and gru on the GPU. */
+fsdp_status fsdp_bn_check_recurrent(const fsdp_bn_run *run, const network *net);
+
+/* The bn_sync hook's body.  x is in device memory on GPU runs; calls that
+ * are not the run's network's change nothing. */
 fsdp_status fsdp_bn_sync(fsdp_bn *bn, network *net, int layer, dn_bn_what what, float *x, int channels, int count);
 
 /* At each save (every rank): whether every batch-norm layer's rolling mean

@@ -5,18 +5,6 @@
 #include "fsdp_frozen.h"
 #include "fsdp_layers.h"
 
-/* Whether a recurrent layer's sub-layers normalize their batches. */
-static int recurrent_batch_norm(const layer *l)
-{
-    switch (l->type) {
-    case RNN:
-    case CRNN: return l->input_layer && l->input_layer->batch_normalize;
-    case GRU: return l->uz && l->uz->batch_normalize;
-    case LSTM: return l->uf && l->uf->batch_normalize;
-    default: return 0;
-    }
-}
-
 /* A frozen layer with trainable layers below it passes gradients back with
  * its gradient buffers gone (NULL).  Darknet's convolutional and connected
  * layers skip those (patches 0009, 0015), batch norm is the plugin's own
@@ -31,7 +19,7 @@ fsdp_status fsdp_frozen_check_plan(const fsdp_layout_plan *p, const fsdp_cfg *cf
         const layer *l = &net->layers[i];
         if (!p->frozen[i] || !p->need_bwd[i]) continue;
         const char *what = l->type == LOCAL ? "local" : l->type == DECONVOLUTIONAL ? "deconvolutional"
-                         : recurrent_batch_norm(l) ? "recurrent, with batch_normalize" : NULL;
+                         : fsdp_layer_recurrent_bn(l) ? "recurrent, with batch_normalize" : NULL;
         if (!what) continue;
         return fsdp_fail(FSDP_ERR_CONFIG,
                          "%s:%d: layer %d (%s) is frozen but has trainable layers below it, so it "
@@ -112,8 +100,13 @@ static void frozen_forward_gpu(layer l, network net)
 static void frozen_backward_gpu(layer l, network net)
 {
     fsdp_frozen_arrays a;
+    void (*own)(struct layer, struct network) = the_orig[net.index].backward_gpu;
     device_half->arrays(&l, &net, &a);
-    frozen_backward_with(l, net, &device_half->math, &a, the_orig[net.index].backward_gpu);
+    if (l.type == CONNECTED && fsdp_layer_has_bn(&l)) {
+        device_half->clip(l.outputs * l.batch, a.delta);
+        own = device_half->connected_rest;
+    }
+    frozen_backward_with(l, net, &device_half->math, &a, own);
 }
 
 fsdp_status fsdp_frozen_install(const fsdp_layout_plan *p, network *net, fsdp_layer_fns **orig)

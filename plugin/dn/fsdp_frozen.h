@@ -55,6 +55,14 @@ typedef struct fsdp_frozen_arrays {
 typedef struct fsdp_frozen_device {
     fsdp_frozen_math math;
     void (*arrays)(const layer *l, const network *net, fsdp_frozen_arrays *a);
+    /* Darknet's device backward of a connected layer first clips its delta
+     * to [-1, 1] (the host's does not clip).  A frozen one with batch norm
+     * clips with `clip` before the delta is scaled, as Darknet's order has
+     * it, and then runs `connected_rest` in place of that backward, which
+     * would clip the scaled delta again: what remains of it with no
+     * gradient buffers, net.delta += delta . weights. */
+    void (*clip)(int n, float *delta);
+    void (*connected_rest)(struct layer l, struct network net);
 } fsdp_frozen_device;
 extern const fsdp_frozen_device fsdp_frozen_gpu;
 void fsdp_frozen_use_device(const fsdp_frozen_device *d);

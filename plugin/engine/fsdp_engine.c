@@ -5,6 +5,7 @@
 #include "fsdp_engine_impl.h"
 #include "fsdp_deltas.h"
 #include "fsdp_hash.h"
+#include "fsdp_memplan.h"
 #include "fsdp_optim.h"
 
 static fsdp_status finish_reduce(fsdp_engine *e);
@@ -118,6 +119,9 @@ fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what 
                             int count)
 {
     int replayed;
+    /* A recurrent layer's sub-network: not one of the run's layers, whose
+     * slots its layer index would name. */
+    if (!fsdp_bn_of_run(&e->dn.bn, net)) return FSDP_OK;
     FSDP_TRY(fsdp_recompute_bn_replay(&e->dn.recompute, layer, what, x, channels, &replayed));
     if (replayed) return FSDP_OK;
     FSDP_TRY(fsdp_bn_sync(&e->dn.bn, net, layer, what, x, channels, count));
@@ -383,6 +387,34 @@ static fsdp_status wire_exact(fsdp_engine *e, int exact)
     return fsdp_flat_node_sync(&e->flat);
 }
 
+/* What the plan cannot run, refused by name before anything is sharded. */
+static fsdp_status refuse_unsupported(const fsdp_engine *e, const network *net)
+{
+    FSDP_TRY(fsdp_frozen_check_plan(&e->plan, &e->cfg, net));
+    return fsdp_bn_check_recurrent(&(fsdp_bn_run){ e->cfg.file, e->mem.device, e->ctl->world, e->cfg.sync_bn,
+                                                   e->plan.frozen }, net);
+}
+
+/* Once set up, buffers a step takes come back to a pool (fsdp_mem.h): the
+ * engine's own on the host; on GPU runs the driver's device pool, which keeps
+ * what a step takes, counted as the memory prediction counts it, and gives
+ * the rest back. */
+static fsdp_status settle_pools(fsdp_engine *e, const network *net)
+{
+    malloc_trim(0);
+    if (!e->mem.device) {
+        e->mem.pool = &e->pool;
+        return FSDP_OK;
+    }
+    if (e->mem.no_pool) return FSDP_OK;
+    size_t keep = fsdp_memplan_device_pool(e, net);
+    FSDP_TRY(fsdp_mem_device_keep(&e->mem, keep));
+    if (e->ctl->rank == 0)
+        fprintf(stderr, "fsdp: the device pool keeps up to %.1f MB between steps (what a step takes, as the memory "
+                "prediction counts it); the rest goes back to the driver\n", keep / 1e6);
+    return FSDP_OK;
+}
+
 /* Where the network computes, and whether the collectives can reach it. */
 static fsdp_status check_placement(fsdp_engine *e, network *net)
 {
@@ -392,7 +424,7 @@ static fsdp_status check_placement(fsdp_engine *e, network *net)
     fsdp_mem_place(&e->mem, net->gpu_index);
     if (e->mem.device && e->ctl->world > 1 && (!e->coll || e->coll->mem != FSDP_MEM_DEVICE))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a GPU run on %d ranks needs a device backend "
-                         "(NCCL, or -fsdp-backend mpi)", e->ctl->world);
+                         "(NCCL, or -fsdp-backend mpi-staged)", e->ctl->world);
     if (!e->mem.device && e->coll->mem != FSDP_MEM_HOST)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
@@ -406,7 +438,7 @@ static fsdp_status plan_network(fsdp_engine *e, network *net)
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
-    if (local == FSDP_OK) local = fsdp_frozen_check_plan(&e->plan, &e->cfg, net);
+    if (local == FSDP_OK) local = refuse_unsupported(e, net);
     if (local == FSDP_OK) local = fsdp_recompute_plan(&e->dn.recompute, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
@@ -481,9 +513,7 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     set_wire(e);
     FSDP_TRY(share_node(e));
     FSDP_TRY(attach_layers(e, net));
-    malloc_trim(0);
-    /* Buffers a step takes come back to the pool (fsdp_mem.h) from now on. */
-    if (!e->mem.device) e->mem.pool = &e->pool;
+    FSDP_TRY(settle_pools(e, net));
     if (e->ctl->rank == 0) say_built(e);
     FSDP_CHECK(fsdp_engine_check(e));
     return FSDP_OK;

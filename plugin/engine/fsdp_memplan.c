@@ -349,6 +349,13 @@ static size_t step_buffers(const fsdp_engine *real, const network *net, int *red
     return footprint;
 }
 
+size_t fsdp_memplan_device_pool(const fsdp_engine *e, const network *net)
+{
+    int reduce_slot;
+    size_t scratch;
+    return fsdp_mem_pool_keep_bytes(step_buffers(e, net, &reduce_slot, &scratch));
+}
+
 fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp_group_tally *out)
 {
     counting c;

@@ -76,6 +76,10 @@ fsdp_mem_fixed fsdp_memplan_fixed(void);
 void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, fsdp_mem_fixed fixed, int loads_weights,
                           fsdp_mem_prediction *out);
 
+/* GPU runs: the bytes the device pool keeps for the steps (fsdp_mem_device_keep):
+ * the prediction's step_buffers through fsdp_mem_pool_keep_bytes. */
+size_t fsdp_memplan_device_pool(const struct fsdp_engine *e, const network *net);
+
 /* The bytes of the activation arrays (output, delta, x, x_norm) the given
  * layers hold as the network stands (each array once; NULL ones, given back
  * to a shared buffer, not at all); layers NULL: layers 0 .. nlayers-1. */
