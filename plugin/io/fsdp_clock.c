@@ -123,7 +123,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
     /* An earlier attempt of the run may have left this step's folder
      * (its MANIFEST, another world's files): gone before any rank writes
      * there, which the broadcast below orders. */
-    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->step);
+    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->o.name, c->step);
     FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
     c->seen = (uint64_t)*net->seen;
     c->dir = fsdp_manifest_step_dir(c->o.folder, c->step);
@@ -192,7 +192,7 @@ static fsdp_status complete(fsdp_clock *c)
         fsdp_manifest m = { c->run_id, c->seen, c->step, ctl->world, v, v + ctl->world };
         w = fsdp_manifest_write(c->dir, c->o.name, &m);
         if (w == FSDP_OK) {
-            fsdp_manifest_prune(c->o.folder, c->step, c->o.keep);
+            fsdp_manifest_prune(c->o.folder, c->o.name, c->step, c->o.keep);
             uint64_t all = 0;
             for (int r = 0; r < ctl->world; ++r) all += v[r];
             fprintf(stderr, "fsdp: checkpoint %s complete: %d files, %.1f MB; the step stopped %.3f s, the "
