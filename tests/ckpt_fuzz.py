@@ -130,6 +130,8 @@ class Fuzz:
         self.work, self.dn, self.plugin, self.mpirun = work, dn, plugin, mpirun
         self.cases = []
         self.peak = {}
+        self.valgrind = []   # run_valgrind: each rank under valgrind
+        self.limit = LIMIT
 
     # ---- a case's folder -----------------------------------------------
     def case_dir(self, k):
@@ -166,8 +168,8 @@ class Fuzz:
         args = case.prep(c) or []
         cfg = self.cfg(c, base, case.steps)
         before = snapshot(os.path.join(c, 'outside'))
-        wrap = ['/usr/bin/time', '-f', 'FUZZ_MAXRSS %M', self.dn]
-        cmd = ['timeout', '-k', '2', str(LIMIT)] + self.mpirun + ['-np', '2'] + wrap + [
+        wrap = ['/usr/bin/time', '-f', 'FUZZ_MAXRSS %M'] + self.valgrind + [self.dn]
+        cmd = ['timeout', '-k', '2', str(self.limit)] + self.mpirun + ['-np', '2'] + wrap + [
             '-plugin', self.plugin, 'classifier', 'train', os.path.join(c, 'data.data'), cfg, '-seed', '3'] + \
             case.flags + args
         t0 = time.time()
@@ -185,12 +187,14 @@ class Fuzz:
         named = any(n in text for n in case.names)
         peak = self.peak.get(case.family.split('-')[0], 0)
         why = []
-        if rc in (124, 137) or secs >= LIMIT:
+        if self.valgrind and (rc == 9 or re.search(r'==\d+== (Invalid|Conditional|Syscall param|Source and)', text)):
+            why.append('sanitizer')
+        if rc in (124, 137) or secs >= self.limit:
             why.append('hang')
         elif rc >= 128 or any(s in text for s in ('signal', 'Segmentation fault', 'core dumped',
                                                    'Floating point exception', 'Aborted')):
             why.append('crash')
-        if (rss and max(rss) > peak + 100 * 1024) or 'out of memory' in text:
+        if not self.valgrind and ((rss and max(rss) > peak + 100 * 1024) or 'out of memory' in text):
             why.append('blowup')
         if before != after:
             why.append('outside')
@@ -244,7 +248,8 @@ class Fuzz:
         print('%d cases on 2 ranks: %d passed; crashes %d, hangs %d, memory blow-ups %d, silent acceptances %d, '
               'refusals not naming the file %d, changes outside the backup folder %d' %
               (n, n - fails, counts.get('crash', 0), counts.get('hang', 0), counts.get('blowup', 0),
-               counts.get('silent', 0), counts.get('unnamed', 0), counts.get('outside', 0)))
+               counts.get('silent', 0), counts.get('unnamed', 0), counts.get('outside', 0)) +
+              (', valgrind reports %d' % counts.get('sanitizer', 0) if self.valgrind else ''))
         return fails == 0
 
 
@@ -582,6 +587,17 @@ def clock_cases(fz):
                 os.symlink(t if how == 'absolute' else rel, os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'))
             add('step-00000001 a %s symlink to %s' % (how, target), prep, ['step-00000001'])
 
+    def next_link(c):
+        # the folder the resumed run's next checkpoint (step 3) goes to
+        os.symlink(os.path.join(c, 'outside'), os.path.join(c, 'backup', 'a.fsdp', 'step-00000003'))
+    add('step-00000003 (the next checkpoint) a symlink to outside', next_link, ['step-00000003'])
+
+    def tmp_link(c):
+        d = os.path.join(c, 'backup', 'a.fsdp', 'step-00000003')
+        os.mkdir(d)
+        os.symlink(os.path.join(c, 'outside', 'keep0.weights'), os.path.join(d, 'a.fsdp-0-of-2.tmp'))
+    add('the next checkpoint\'s a.fsdp-0-of-2.tmp a symlink to outside', tmp_link, ['a.fsdp-0-of-2.tmp'])
+
     def old_link(c):
         # a symlinked step folder older than the newest: pruned by -fsdp-checkpoint-keep
         os.symlink('../../outside', os.path.join(c, 'backup', 'a.fsdp', 'step-00000000'))
@@ -615,6 +631,14 @@ def main():
     if os.environ.get('FUZZ_COUNT'):
         print(len(fz.cases), 'cases')
         sys.exit(0)
+    if os.environ.get('FUZZ_VALGRIND'):
+        # The cases whose files pass every check up to the loader's reads
+        # (fill, load_extras): consistent tables and extras, under valgrind.
+        fz.valgrind = ['valgrind', '-q', '--error-exitcode=9']
+        fz.limit = 120
+        keep = [c for c in fz.cases if (' flat ' in c.name or 'extras' in c.name or 'v negative' in c.name)]
+        every = max(1, len(keep) // int(os.environ['FUZZ_VALGRIND']))
+        fz.cases = keep[::every]
     only = os.environ.get('FUZZ_ONLY')
     if only:
         fz.cases = [c for c in fz.cases if only in c.name or only in c.family]

@@ -298,7 +298,7 @@ static fsdp_status write_file(fsdp_engine *e, const char *path, ckpt_header *h, 
         goto out;
     }
     sprintf(tmp, "%s.tmp", path);
-    ckpt_out o = { fopen(tmp, "wb"), { 0 }, 0, NULL, 0 };
+    ckpt_out o = { fsdp_create_nofollow(tmp), { 0 }, 0, NULL, 0 };
     if (!o.f) {
         s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", tmp, strerror(errno));
         goto out;
@@ -398,7 +398,7 @@ int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *s
     char *tmp = malloc(n);
     if (!tmp) { snprintf(why, whylen, "out of memory"); return -1; }
     snprintf(tmp, n, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = fd < 0 ? -1 : 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644), rc = fd < 0 ? -1 : 0;
     /* FSDP_CHECKPOINT_SLOW_MS: a slow disk, for the tests that stop a
      * writer mid-file (a pause after each 4 KiB). */
     const char *slow = getenv("FSDP_CHECKPOINT_SLOW_MS");

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -6,9 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
 #include "fsdp_manifest.h"
+#include "fsdp_nofollow.h"
 
 typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
@@ -112,6 +115,17 @@ static void clear_flight(fsdp_clock *c)
     c->dir = c->path = NULL;
 }
 
+/* A step folder that was there already must be a folder, not a symbolic
+ * link: the files are never written through one, out of the backup folder. */
+static fsdp_status real_folder(const char *dir)
+{
+    const char *why = NULL;
+    int fd = fsdp_open_folder(AT_FDCWD, dir, &why);
+    if (fd < 0) return fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint folder %s: %s", dir, why);
+    close(fd);
+    return FSDP_OK;
+}
+
 /* Every rank: its file of the checkpoint at this step, written by its
  * thread from a snapshot, or here. */
 static fsdp_status start(fsdp_clock *c, network *net)
@@ -136,6 +150,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
          * mkdir may race another's: EEXIST is theirs). */
         if ((mkdir(c->o.folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->dir, 0755) != 0 && errno != EEXIST))
             s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->dir, strerror(errno));
+        else s = real_folder(c->dir);
     }
     if (s == FSDP_OK && c->foreground) {
         c->writer_rc = 0;

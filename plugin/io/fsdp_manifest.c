@@ -47,7 +47,7 @@ fsdp_status fsdp_manifest_write(const char *dir, const char *name, const fsdp_ma
         n += (size_t)snprintf(text + n, cap - n, "file %s.fsdp-%d-of-%d %" PRIu64 " %016" PRIx64 "\n", name, r,
                               m->world, m->size[r], m->sum[r]);
     n += (size_t)snprintf(text + n, cap - n, "sum %016" PRIx64 "\n", fsdp_hash(text, n));
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = fsdp_create_nofollow(tmp);
     int ok = f && fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f) != 0) ok = 0;
     if (ok) ok = rename(tmp, path) == 0 && fsdp_sync_dir(dir) == 0;
