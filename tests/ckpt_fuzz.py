@@ -30,6 +30,8 @@ M64 = (1 << 64) - 1
 LIMIT = 10
 EDGES = [0, 1, 2, 3, -1, (1 << 31) - 1, 1 << 31, (1 << 32) - 1, 1 << 63, M64, (1 << 62) + 9]
 TABLE_EDGES = [0, 1, -1, (1 << 32) - 1, 1 << 63, M64]
+FEW_EDGES = [0, 1, -1, (1 << 31) - 1, 1 << 63]
+IDENTITY = ('plan_hash', 'layout_hash', 'run_id', 'weights_size', 'weights_hash')   # any change: another file
 HEADER = '<8sIIQQiIIIIIQQQQQ'   # plugin/io/fsdp_ckpt.c, ckpt_header
 HFIELDS = ['magic', 'world', 'rank', 'plan_hash', 'seen', 't', 'ngroups', 'strategy', 'adam', 'align', 'flags',
            'floats', 'layout_hash', 'run_id', 'weights_size', 'weights_hash']
@@ -157,7 +159,8 @@ class Fuzz:
             f.write(src.replace('max_batches=2', 'max_batches=%d' % steps))
         return out
 
-    def run_case(self, k, case):
+    def prepare(self, k, case):
+        """The case's folder, its files crafted; the resume's arguments."""
         c = self.case_dir(k)
         base = case.family.split('-')[0]
         if base == 'clock':
@@ -165,11 +168,16 @@ class Fuzz:
                             symlinks=True)
         else:
             shutil.copytree(os.path.join(self.work, base), os.path.join(c, 'ck'), symlinks=True)
-        args = case.prep(c) or []
+        return c, case.prep(c) or []
+
+    def run_case(self, k, case, limit=None):
+        limit = limit or self.limit
+        c, args = self.prepare(k, case)
+        base = case.family.split('-')[0]
         cfg = self.cfg(c, base, case.steps)
         before = snapshot(os.path.join(c, 'outside'))
         wrap = ['/usr/bin/time', '-f', 'FUZZ_MAXRSS %M'] + self.valgrind + [self.dn]
-        cmd = ['timeout', '-k', '2', str(self.limit)] + self.mpirun + ['-np', '2'] + wrap + [
+        cmd = ['timeout', '-k', '2', str(limit)] + self.mpirun + ['-np', '2'] + wrap + [
             '-plugin', self.plugin, 'classifier', 'train', os.path.join(c, 'data.data'), cfg, '-seed', '3'] + \
             case.flags + args
         t0 = time.time()
@@ -179,9 +187,24 @@ class Fuzz:
         out = p.stdout.decode(errors='replace')
         after = snapshot(os.path.join(c, 'outside'))
         rss = [int(k) for k in re.findall(r'FUZZ_MAXRSS (\d+)', out)]
-        return self.judge(case, p.returncode, out, secs, rss, before, after, c)
+        return self.judge(case, p.returncode, out, secs, rss, before, after, c, limit)
 
-    def judge(self, case, rc, out, secs, rss, before, after, c):
+    def guarded(self, k, case):
+        """run_case, a failure of the driver itself a failing case."""
+        try:
+            r = self.run_case(k, case)
+            if 'hang' in r[0] and not self.valgrind:
+                # Over LIMIT on a busy machine: again, with 6 times the time. A
+                # real hang (a loop, a blocked open) stays one; a case merely
+                # slowed by others' load ends, and is judged by the rest.
+                r2 = self.run_case(k, case, LIMIT * 6)
+                if 'hang' not in r2[0] and r2[2] < LIMIT * 6:
+                    r = ([w for w in r2[0]], r2[1], r2[2], r2[3], r2[4] + ['(over %d s once, under load)' % LIMIT])
+            return r
+        except Exception as e:   # noqa: BLE001 (any error of a case's making fails that case)
+            return ['driver'], -1, 0.0, 0, [repr(e)]
+
+    def judge(self, case, rc, out, secs, rss, before, after, c, limit):
         lines = [re.sub(r'FUZZ_MAXRSS \d+', '', l) for l in out.splitlines()]
         text = '\n'.join(lines)
         named = any(n in text for n in case.names)
@@ -189,7 +212,7 @@ class Fuzz:
         why = []
         if self.valgrind and (rc == 9 or re.search(r'==\d+== (Invalid|Conditional|Syscall param|Source and)', text)):
             why.append('sanitizer')
-        if rc in (124, 137) or secs >= self.limit:
+        if rc in (124, 137) or secs >= limit:
             why.append('hang')
         elif rc >= 128 or any(s in text for s in ('signal', 'Segmentation fault', 'core dumped',
                                                    'Floating point exception', 'Aborted')):
@@ -236,7 +259,7 @@ class Fuzz:
         counts = {}
         fails = 0
         with ThreadPoolExecutor(jobs) as ex:
-            results = list(ex.map(lambda kc: self.run_case(*kc), enumerate(self.cases)))
+            results = list(ex.map(lambda kc: self.guarded(*kc), enumerate(self.cases)))
         for case, (why, rc, secs, rss, msg) in zip(self.cases, results):
             for w in why:
                 counts[w] = counts.get(w, 0) + 1
@@ -246,9 +269,9 @@ class Fuzz:
                                                                         secs, rss, ' | '.join(msg)[:300]))
         n = len(self.cases)
         print('%d cases on 2 ranks: %d passed; crashes %d, hangs %d, memory blow-ups %d, silent acceptances %d, '
-              'refusals not naming the file %d, changes outside the backup folder %d' %
+              'refusals not naming the file %d, changes outside the backup folder %d, driver errors %d' %
               (n, n - fails, counts.get('crash', 0), counts.get('hang', 0), counts.get('blowup', 0),
-               counts.get('silent', 0), counts.get('unnamed', 0), counts.get('outside', 0)) +
+               counts.get('silent', 0), counts.get('unnamed', 0), counts.get('outside', 0), counts.get('driver', 0)) +
               (', valgrind reports %d' % counts.get('sanitizer', 0) if self.valgrind else ''))
         return fails == 0
 
@@ -262,7 +285,7 @@ def rewrite(path, data):
         f.write(data)
 
 
-def ck_cases(fz, fam, world, fields, table_entries, cuts=True):
+def ck_cases(fz, fam, world, fields, table_entries, cuts=True, edges=EDGES, table_edges=TABLE_EDGES):
     """Header and table fields of one rank's shard file beside a.weights."""
     res = lambda c: ['-fsdp-resume', os.path.join(c, 'ck', 'a.weights')]
     genuine = {r: open(os.path.join(fz.work, fam, 'a.weights.fsdp-%d-of-%d' % (r, world)), 'rb').read()
@@ -278,7 +301,7 @@ def ck_cases(fz, fam, world, fields, table_entries, cuts=True):
 
     k = 0
     for field in fields:
-        for v in EDGES:
+        for v in ([0, M64] if field in IDENTITY else edges):
             r = k % world
             k += 1
             ck = Ckpt(genuine[r])
@@ -293,7 +316,7 @@ def ck_cases(fz, fam, world, fields, table_entries, cuts=True):
             add('rank %d header %s=%d' % (r, field, nv), r, make)
     for i in table_entries:
         for field in FFIELDS:
-            for v in TABLE_EDGES + ['grow']:
+            for v in table_edges + ['grow']:
                 r = k % world
                 k += 1
                 ck = Ckpt(genuine[r])
@@ -319,10 +342,10 @@ def ck_cases(fz, fam, world, fields, table_entries, cuts=True):
                     return sealed(c.body())
                 add('rank %d flat %d %s=%d' % (r, i, field, nv), r, make)
     # Truncations: every kind of cut, with and without a checksum made to fit.
-    for r in range(world if cuts else 0):
+    for r in range(1 if cuts else 0):
         g = genuine[r]
         n = len(g)
-        for cut in sorted({0, 1, 7, 8, 95, 96, 97, 96 + 32, n // 3, n // 2, n - 9, n - 8, n - 7, n - 1}):
+        for cut in sorted({0, 8, 95, 96, 97, 96 + 32, n // 3, n // 2, n - 9, n - 8, n - 1}):
             add('rank %d truncated to %d bytes' % (r, cut), r, lambda g, cut=cut: g[:cut])
             if cut > 8:
                 add('rank %d truncated to %d bytes, checksum refitted' % (r, cut), r,
@@ -537,13 +560,15 @@ def clock_cases(fz):
     # The extras: their count, and their values (Adam's v negative).
     for r in range(2):
         for v in (0, 1, -1, 1 << 40, M64, 'more', 'fewer'):
+            if v == 'fewer' and Ckpt(genuine[r]).extras_n < 2:
+                continue
             def prep(c, r=r, v=v):
                 only_newest(c)
                 x = Ckpt(genuine[r])
                 if v == 'more':
                     x.extras += bytes(8)
                     x.extras_n += 2
-                elif v == 'fewer':
+                elif v == 'fewer' and x.extras_n >= 2:
                     x.extras = x.extras[:-8]
                     x.extras_n -= 2
                 else:
@@ -584,6 +609,7 @@ def clock_cases(fz):
                 for d in os.listdir(sdir(c)):
                     shutil.copy(os.path.join(sdir(c), d), os.path.join(t, d))
                 rel = os.path.relpath(t, os.path.join(c, 'backup', 'a.fsdp'))
+                shutil.rmtree(os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'), ignore_errors=True)
                 os.symlink(t if how == 'absolute' else rel, os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'))
             add('step-00000001 a %s symlink to %s' % (how, target), prep, ['step-00000001'])
 
@@ -620,9 +646,10 @@ def clock_cases(fz):
 def main():
     work, dn, plugin, jobs = sys.argv[1:5]
     fz = Fuzz(work, dn, plugin, sys.argv[5:])
-    ck_cases(fz, 'beside2', 2, [f for f in HFIELDS if f != 'magic'], [0, 3, 6])
-    ck_cases(fz, 'beside3', 3, ['world', 'rank', 'seen', 't', 'strategy', 'run_id'], [0, 3], cuts=False)
-    ck_cases(fz, 'none2', 2, ['strategy', 't'], [0], cuts=False)
+    ck_cases(fz, 'beside2', 2, [f for f in HFIELDS if f != 'magic'], [0, 3])
+    ck_cases(fz, 'beside3', 3, ['world', 'rank', 'seen', 't', 'run_id'], [0, 3], cuts=False, edges=FEW_EDGES,
+             table_edges=FEW_EDGES)
+    ck_cases(fz, 'none2', 2, ['strategy', 't'], [0], cuts=False, edges=FEW_EDGES, table_edges=FEW_EDGES)
     special_files(fz, 'beside2', 2)
     special_files(fz, 'beside3', 3)
     world_names(fz)
@@ -639,6 +666,17 @@ def main():
         keep = [c for c in fz.cases if (' flat ' in c.name or 'extras' in c.name or 'v negative' in c.name)]
         every = max(1, len(keep) // int(os.environ['FUZZ_VALGRIND']))
         fz.cases = keep[::every]
+    if os.environ.get('FUZZ_PREP_ONLY'):   # the driver's own check: every case's files can be made
+        bad = 0
+        for k, case in enumerate(fz.cases):
+            try:
+                c, _ = fz.prepare(k, case)
+                shutil.rmtree(c)
+            except Exception as e:   # noqa: BLE001
+                bad += 1
+                print('cannot prepare %s: %r' % (case.name, e))
+        print(len(fz.cases), 'cases prepared,', bad, 'failed')
+        sys.exit(1 if bad else 0)
     only = os.environ.get('FUZZ_ONLY')
     if only:
         fz.cases = [c for c in fz.cases if only in c.name or only in c.family]
