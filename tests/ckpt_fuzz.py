@@ -224,6 +224,15 @@ class Fuzz:
         if case.expect == 'ok':
             if rc != 0:
                 why.append('refused a genuine checkpoint')
+        elif case.expect == 'alias' and not why:
+            # Not a step folder's name: the genuine newest resumed, nothing
+            # skipped in its name, the folder left as it is.
+            if rc != 0 or 'resuming from %s/step-00000002 ' % os.path.join(c, 'backup', 'a.fsdp') not in text \
+                    or 'skipped' in text or not os.path.isdir(os.path.join(c, 'backup', 'a.fsdp', case.names[0])):
+                why.append('aliased')
+        elif case.expect == 'named' and not why:
+            if not named:   # ends well or not, a message names what it left or refused
+                why.append('unnamed' if rc else 'silent')
         elif not why:
             skipped = rc == 0 and named and 'skipped' in text
             if rc == 0 and not skipped:
@@ -269,9 +278,11 @@ class Fuzz:
                                                                         secs, rss, ' | '.join(msg)[:300]))
         n = len(self.cases)
         print('%d cases on 2 ranks: %d passed; crashes %d, hangs %d, memory blow-ups %d, silent acceptances %d, '
-              'refusals not naming the file %d, changes outside the backup folder %d, driver errors %d' %
+              'refusals not naming the file %d, changes outside the backup folder %d, step folders aliased %d, '
+              'driver errors %d' %
               (n, n - fails, counts.get('crash', 0), counts.get('hang', 0), counts.get('blowup', 0),
-               counts.get('silent', 0), counts.get('unnamed', 0), counts.get('outside', 0), counts.get('driver', 0)) +
+               counts.get('silent', 0), counts.get('unnamed', 0), counts.get('outside', 0), counts.get('aliased', 0),
+               counts.get('driver', 0)) +
               (', valgrind reports %d' % counts.get('sanitizer', 0) if self.valgrind else ''))
         return fails == 0
 
@@ -547,9 +558,11 @@ def clock_cases(fz):
                 x.h[field] = nv
                 refit(c, r, sealed(x.body(floats=x.h['floats'] if field == 'floats' else None)))
             add('rank %d file header %s=%d' % (r, field, nv), prep, ['a.fsdp-%d-of-2' % r])
-    for i, field, v in [(1, 'nbuf', 0), (3, 'nbuf', 0), (0, 'lo', 1), (0, 'n', 1), (0, 'pad', 1), (6, 'lo', M64),
+    for i, field, v in [(3, 'nbuf', 0), (3, 'nbuf', 2), (0, 'lo', 1), (0, 'n', 1), (0, 'pad', 1), (6, 'lo', M64),
                         (6, 'n', (1 << 62) + 74)]:
         for r in range(2):
+            if Ckpt(genuine[r]).flats[i][field] == v:
+                continue
             def prep(c, r=r, i=i, field=field, v=v):
                 only_newest(c)
                 x = Ckpt(genuine[r])
@@ -562,7 +575,7 @@ def clock_cases(fz):
     # The extras: their count, and their values (Adam's v negative).
     for r in range(2):
         for v in (0, 1, -1, 1 << 40, M64, 'more', 'fewer'):
-            if v == 'fewer' and Ckpt(genuine[r]).extras_n < 2:
+            if (v == 'fewer' and Ckpt(genuine[r]).extras_n < 2) or Ckpt(genuine[r]).extras_n == v:
                 continue
             def prep(c, r=r, v=v):
                 only_newest(c)
@@ -613,7 +626,8 @@ def clock_cases(fz):
                 rel = os.path.relpath(t, os.path.join(c, 'backup', 'a.fsdp'))
                 shutil.rmtree(os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'), ignore_errors=True)
                 os.symlink(t if how == 'absolute' else rel, os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'))
-            add('step-00000001 a %s symlink to %s' % (how, target), prep, ['step-00000001'])
+            fz.cases.append(Case('step-00000001 a %s symlink to %s' % (how, target), 'clock', prep, 'named',
+                                 CLOCK_FLAGS, ['step-00000001']))
 
     def next_link(c):
         # the folder the resumed run's next checkpoint (step 3) goes to
@@ -629,7 +643,8 @@ def clock_cases(fz):
     def old_link(c):
         # a symlinked step folder older than the newest: pruned by -fsdp-checkpoint-keep
         os.symlink('../../outside', os.path.join(c, 'backup', 'a.fsdp', 'step-00000000'))
-    add('step-00000000 a symlink to outside (pruned)', old_link, ['step-00000000'])
+    fz.cases.append(Case('step-00000000 a symlink to outside (pruned)', 'clock', old_link, 'named', CLOCK_FLAGS,
+                         ['step-00000000']))
     for alias in ('step-+0000040', 'step-00000040x', 'step-0000040', 'step-000000040',
                   'step-99999999999999999999', 'step- 0000040', 'step-0x000028'):
         def prep(c, alias=alias):
