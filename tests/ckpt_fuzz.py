@@ -296,73 +296,89 @@ def rewrite(path, data):
         f.write(data)
 
 
-def ck_cases(fz, fam, world, fields, table_entries, cuts=True, edges=EDGES, table_edges=TABLE_EDGES):
-    """Header and table fields of one rank's shard file beside a.weights."""
-    res = lambda c: ['-fsdp-resume', os.path.join(c, 'ck', 'a.weights')]
-    genuine = {r: open(os.path.join(fz.work, fam, 'a.weights.fsdp-%d-of-%d' % (r, world)), 'rb').read()
-               for r in range(world)}
+def table_make(i, field, nv, v):
+    """A file with flat i's entry field set to nv (buffers resized to match
+    where n or nbuf change and the size is sane: a consistent file)."""
+    def make(g):
+        c = Ckpt(g)
+        f = c.flats[i]
+        f[field] = nv
+        if field in ('n', 'nbuf') and v != 'grow':
+            new = f['n'] * f['nbuf']
+            if new <= 1 << 20:
+                c.bufs[i] = (c.bufs[i] + bytes(4 * new))[:4 * new]
+        return sealed(c.body())
+    return make
 
-    def add(name, r, make):
-        fn = 'a.weights.fsdp-%d-of-%d' % (r, world)
+
+class Beside:
+    """Cases of one family's shard files beside a.weights, rank by rank in turn."""
+
+    def __init__(self, fz, fam, world):
+        self.fz, self.fam, self.world, self.k = fz, fam, world, 0
+        self.genuine = {r: open(os.path.join(fz.work, fam, 'a.weights.fsdp-%d-of-%d' % (r, world)), 'rb').read()
+                        for r in range(world)}
+
+    def next_rank(self):
+        self.k += 1
+        return (self.k - 1) % self.world
+
+    def add(self, name, r, make):
+        fn = 'a.weights.fsdp-%d-of-%d' % (r, self.world)
+        g = self.genuine[r]
 
         def prep(c):
-            rewrite(os.path.join(c, 'ck', fn), make(genuine[r]))
-            return res(c)
-        fz.cases.append(Case(name, fam, prep, 'refuse', names=[fn]))
+            rewrite(os.path.join(c, 'ck', fn), make(g))
+            return ['-fsdp-resume', os.path.join(c, 'ck', 'a.weights')]
+        self.fz.cases.append(Case(name, self.fam, prep, 'refuse', names=[fn]))
 
-    k = 0
-    for field in fields:
-        for v in ([0, M64] if field in IDENTITY else edges):
-            r = k % world
-            k += 1
-            ck = Ckpt(genuine[r])
-            nv = signed32(v) if field == 't' else clip(v, HWIDTH[field])
-            if nv == ck.h[field]:
-                continue
-
-            def make(g, field=field, nv=nv):
-                c = Ckpt(g)
-                c.h[field] = nv
-                return sealed(c.body(floats=c.h['floats'] if field == 'floats' else None))
-            add('rank %d header %s=%d' % (r, field, nv), r, make)
-    for i in table_entries:
-        for field in FFIELDS:
-            for v in table_edges + ['grow']:
-                r = k % world
-                k += 1
-                ck = Ckpt(genuine[r])
-                if v == 'grow':   # n + 2^62: n*nbuf*4 wraps back to the same bytes
-                    if field != 'n':
-                        continue
-                    nv = (ck.flats[i]['n'] + (1 << 62)) & M64
-                else:
-                    nv = clip(v, 8 if field in ('count', 'lo', 'n') else 4)
-                if nv == ck.flats[i][field]:
+    def header(self, fields, edges):
+        for field in fields:
+            for v in ([0, M64] if field in IDENTITY else edges):
+                r = self.next_rank()
+                nv = signed32(v) if field == 't' else clip(v, HWIDTH[field])
+                if nv == Ckpt(self.genuine[r]).h[field]:
                     continue
 
-                def make(g, i=i, field=field, nv=nv, v=v):
+                def make(g, field=field, nv=nv):
                     c = Ckpt(g)
-                    f = c.flats[i]
-                    old = f['n'] * f['nbuf']
-                    f[field] = nv
-                    if field in ('n', 'nbuf') and v != 'grow':
-                        new = f['n'] * f['nbuf']
-                        if new <= 1 << 20:   # buffers resized to match: the file is consistent
-                            c.bufs[i] = (c.bufs[i] + bytes(4 * new))[:4 * new]
-                        _ = old
-                    return sealed(c.body())
-                add('rank %d flat %d %s=%d' % (r, i, field, nv), r, make)
-    # Truncations: every kind of cut, with and without a checksum made to fit.
-    for r in range(1 if cuts else 0):
-        g = genuine[r]
-        n = len(g)
+                    c.h[field] = nv
+                    return sealed(c.body(floats=c.h['floats'] if field == 'floats' else None))
+                self.add('rank %d header %s=%d' % (r, field, nv), r, make)
+
+    def table(self, entries, edges):
+        for i in entries:
+            for field in FFIELDS:
+                for v in edges + ['grow']:
+                    r = self.next_rank()
+                    was = Ckpt(self.genuine[r]).flats[i]
+                    if v == 'grow' and field != 'n':
+                        continue
+                    # grow: n + 2^62, whose n*nbuf*4 wraps back to the same bytes
+                    nv = (was['n'] + (1 << 62)) & M64 if v == 'grow' else \
+                        clip(v, 8 if field in ('count', 'lo', 'n') else 4)
+                    if nv != was[field]:
+                        self.add('rank %d flat %d %s=%d' % (r, i, field, nv), r, table_make(i, field, nv, v))
+
+    def cuts(self):
+        """Truncations of rank 0's file, with and without a checksum made to fit."""
+        n = len(self.genuine[0])
         for cut in sorted({0, 8, 95, 96, 97, 96 + 32, n // 3, n // 2, n - 9, n - 8, n - 1}):
-            add('rank %d truncated to %d bytes' % (r, cut), r, lambda g, cut=cut: g[:cut])
+            self.add('rank 0 truncated to %d bytes' % cut, 0, lambda g, cut=cut: g[:cut])
             if cut > 8:
-                add('rank %d truncated to %d bytes, checksum refitted' % (r, cut), r,
-                    lambda g, cut=cut: sealed(g[:cut - 8]))
-        add('rank %d with bytes after its checksum' % r, r, lambda g: g + b'\0' * 16)
-        add('rank %d with floats appended, checksum refitted' % r, r, lambda g: sealed(g[:-8] + bytes(64)))
+                self.add('rank 0 truncated to %d bytes, checksum refitted' % cut, 0,
+                         lambda g, cut=cut: sealed(g[:cut - 8]))
+        self.add('rank 0 with bytes after its checksum', 0, lambda g: g + b'\0' * 16)
+        self.add('rank 0 with floats appended, checksum refitted', 0, lambda g: sealed(g[:-8] + bytes(64)))
+
+
+def ck_cases(fz, fam, world, fields, table_entries, cuts=True, edges=EDGES, table_edges=TABLE_EDGES):
+    """Header and table fields of one rank's shard file beside a.weights."""
+    b = Beside(fz, fam, world)
+    b.header(fields, edges)
+    b.table(table_entries, table_edges)
+    if cuts:
+        b.cuts()
 
 
 def special_files(fz, fam, world):
@@ -468,196 +484,240 @@ def read_manifest(p):
     return int(v['run'], 16), v['step'], v['seen'], v['world'], [(f[0], int(f[1]), int(f[2], 16)) for f in files]
 
 
-def clock_cases(fz):
-    step = clock_newest(fz.work)
-    sdir = lambda c: os.path.join(c, 'backup', 'a.fsdp', step)
-    man0 = read_manifest(os.path.join(fz.work, 'clock', 'a.fsdp', step, 'MANIFEST'))
+class Clock:
+    """Cases of checkpoints on the clock: the newest genuine one crafted."""
 
-    def only_newest(c):
+    def __init__(self, fz):
+        self.fz = fz
+        self.step = clock_newest(fz.work)
+        self.man0 = read_manifest(os.path.join(fz.work, 'clock', 'a.fsdp', self.step, 'MANIFEST'))
+        self.genuine = {r: open(os.path.join(fz.work, 'clock', 'a.fsdp', self.step, 'a.fsdp-%d-of-2' % r),
+                                'rb').read() for r in range(2)}
+
+    def sdir(self, c):
+        return os.path.join(c, 'backup', 'a.fsdp', self.step)
+
+    def only_newest(self, c):
         for d in os.listdir(os.path.join(c, 'backup', 'a.fsdp')):
-            if d != step:
+            if d != self.step:
                 shutil.rmtree(os.path.join(c, 'backup', 'a.fsdp', d))
 
-    def add(name, prep, names, flags=CLOCK_FLAGS, steps=3):
-        fz.cases.append(Case(name, 'clock', prep, 'refuse', flags, names, steps))
+    def add(self, name, prep, names, flags=CLOCK_FLAGS, steps=3, expect='refuse'):
+        self.fz.cases.append(Case(name, 'clock', prep, expect, flags, names, steps))
 
-    # The manifest's own fields, its checksum refitted.
-    run, mstep, seen, world, files = man0
-    edge = ['0', '1', '-1', '-5', '2147483647', '4294967295', '9223372036854775808', '18446744073709551615',
-            '99999999999999999999', '+2', '2x', '']
-    for field in ('step', 'seen', 'world'):
-        for v in edge:
-            vals = {'step': mstep, 'seen': seen, 'world': world}
-            if vals[field] == v:
-                continue
-            vals[field] = v
-            text = manifest_text(run, vals['step'], vals['seen'], vals['world'], files)
-            for kb in ((False, True) if field != 'world' else (False,)):
-                def prep(c, text=text):
-                    only_newest(c)
-                    rewrite(os.path.join(sdir(c), 'MANIFEST'), text)
-                add('MANIFEST %s=%s%s' % (field, v, ' with -fsdp-keep-batch' if kb else ''), prep,
-                    ['MANIFEST', step], CLOCK_FLAGS + (['-fsdp-keep-batch'] if kb else []))
-    for name, text in (('one file line missing', manifest_text(run, mstep, seen, world, files[:1])),
-                       ('a file named twice', manifest_text(run, mstep, seen, world, [files[0], files[0]])),
-                       ('a file of another size', manifest_text(run, mstep, seen, world,
-                                                               [files[0], (files[1][0], files[1][1] + 4, files[1][2])])),
-                       ('a path for a file', manifest_text(run, mstep, seen, world,
-                                                          [files[0], ('../../outside/a.fsdp-0-of-2',) + files[1][1:]])),
-                       ('lines after the files', manifest_text(run, mstep, seen, world, files, 'file x 1 0\n'))):
-        def prep(c, text=text):
-            only_newest(c)
-            rewrite(os.path.join(sdir(c), 'MANIFEST'), text)
-        add('MANIFEST with ' + name, prep, ['MANIFEST', step])
-
-    def man_fifo(c):
-        only_newest(c)
-        os.remove(os.path.join(sdir(c), 'MANIFEST'))
-        os.mkfifo(os.path.join(sdir(c), 'MANIFEST'))
-
-    def man_sparse(c):
-        only_newest(c)
-        p = os.path.join(sdir(c), 'MANIFEST')
-        data = open(p, 'rb').read()
-        with open(p, 'r+b') as f:
-            f.truncate(1 << 30)
-            f.seek((1 << 30) - len(data))
-            f.write(data)
-
-    def man_link(c):
-        only_newest(c)
-        p = os.path.join(sdir(c), 'MANIFEST')
-        shutil.copy(p, os.path.join(c, 'outside', 'MANIFEST'))
-        os.remove(p)
-        os.symlink('../../../outside/MANIFEST', p)
-    for name, prep in (('a FIFO', man_fifo), ('a 1 GiB sparse file', man_sparse), ('a symlink', man_link)):
-        add('MANIFEST is %s' % name, prep, ['MANIFEST', step])
-
-    # A shard file's fields, the MANIFEST refitted to its size and checksum.
-    genuine = {r: open(os.path.join(fz.work, 'clock', 'a.fsdp', step, 'a.fsdp-%d-of-2' % r), 'rb').read()
-               for r in range(2)}
-
-    def refit(c, r, data):
-        rewrite(os.path.join(sdir(c), 'a.fsdp-%d-of-2' % r), data)
+    def refit(self, c, r, data):
+        """Rank r's file replaced by data, the MANIFEST refitted to its size and checksum."""
+        run, mstep, seen, world, files = self.man0
+        rewrite(os.path.join(self.sdir(c), 'a.fsdp-%d-of-2' % r), data)
         fl = list(files)
         fl[r] = (fl[r][0], len(data), struct.unpack('<Q', data[-8:])[0] if len(data) >= 8 else 0)
-        rewrite(os.path.join(sdir(c), 'MANIFEST'), manifest_text(run, mstep, seen, world, fl))
-    k = 0
-    for field in ('seen', 't', 'strategy', 'flags', 'world', 'rank', 'floats', 'run_id'):
-        for v in EDGES:
-            r = k % 2
-            k += 1
-            ck = Ckpt(genuine[r])
-            nv = signed32(v) if field == 't' else clip(v, HWIDTH[field])
-            if nv == ck.h[field]:
-                continue
+        rewrite(os.path.join(self.sdir(c), 'MANIFEST'), manifest_text(run, mstep, seen, world, fl))
 
-            def prep(c, r=r, field=field, nv=nv):
+    def manifest_fields(self):
+        """The MANIFEST's step, seen and world, its checksum refitted."""
+        fz, step, sdir, only_newest, add, genuine, refit = (self.fz, self.step, self.sdir, self.only_newest,
+                                                            self.add, self.genuine, self.refit)
+        run, mstep, seen, world, files = self.man0
+        edge = ['0', '1', '-1', '-5', '2147483647', '4294967295', '9223372036854775808', '18446744073709551615',
+                '99999999999999999999', '+2', '2x', '']
+        for field in ('step', 'seen', 'world'):
+            for v in edge:
+                vals = {'step': mstep, 'seen': seen, 'world': world}
+                if vals[field] == v:
+                    continue
+                vals[field] = v
+                text = manifest_text(run, vals['step'], vals['seen'], vals['world'], files)
+                for kb in ((False, True) if field != 'world' else (False,)):
+                    def prep(c, text=text):
+                        only_newest(c)
+                        rewrite(os.path.join(sdir(c), 'MANIFEST'), text)
+                    add('MANIFEST %s=%s%s' % (field, v, ' with -fsdp-keep-batch' if kb else ''), prep,
+                        ['MANIFEST', step], CLOCK_FLAGS + (['-fsdp-keep-batch'] if kb else []))
+
+    def manifest_lines(self):
+        """The MANIFEST's file lines, and special files in its place."""
+        fz, step, sdir, only_newest, add, genuine, refit = (self.fz, self.step, self.sdir, self.only_newest,
+                                                            self.add, self.genuine, self.refit)
+        run, mstep, seen, world, files = self.man0
+        for name, text in (('one file line missing', manifest_text(run, mstep, seen, world, files[:1])),
+                           ('a file named twice', manifest_text(run, mstep, seen, world, [files[0], files[0]])),
+                           ('a file of another size', manifest_text(run, mstep, seen, world,
+                                                                   [files[0], (files[1][0], files[1][1] + 4, files[1][2])])),
+                           ('a path for a file', manifest_text(run, mstep, seen, world,
+                                                              [files[0], ('../../outside/a.fsdp-0-of-2',) + files[1][1:]])),
+                           ('lines after the files', manifest_text(run, mstep, seen, world, files, 'file x 1 0\n'))):
+            def prep(c, text=text):
                 only_newest(c)
-                x = Ckpt(genuine[r])
-                x.h[field] = nv
-                refit(c, r, sealed(x.body(floats=x.h['floats'] if field == 'floats' else None)))
-            add('rank %d file header %s=%d' % (r, field, nv), prep, ['a.fsdp-%d-of-2' % r])
-    for i, field, v in [(3, 'nbuf', 0), (3, 'nbuf', 2), (0, 'lo', 1), (0, 'n', 1), (0, 'pad', 1), (6, 'lo', M64),
-                        (6, 'n', (1 << 62) + 74)]:
+                rewrite(os.path.join(sdir(c), 'MANIFEST'), text)
+            add('MANIFEST with ' + name, prep, ['MANIFEST', step])
+
+        def man_fifo(c):
+            only_newest(c)
+            os.remove(os.path.join(sdir(c), 'MANIFEST'))
+            os.mkfifo(os.path.join(sdir(c), 'MANIFEST'))
+
+        def man_sparse(c):
+            only_newest(c)
+            p = os.path.join(sdir(c), 'MANIFEST')
+            data = open(p, 'rb').read()
+            with open(p, 'r+b') as f:
+                f.truncate(1 << 30)
+                f.seek((1 << 30) - len(data))
+                f.write(data)
+
+        def man_link(c):
+            only_newest(c)
+            p = os.path.join(sdir(c), 'MANIFEST')
+            shutil.copy(p, os.path.join(c, 'outside', 'MANIFEST'))
+            os.remove(p)
+            os.symlink('../../../outside/MANIFEST', p)
+        for name, prep in (('a FIFO', man_fifo), ('a 1 GiB sparse file', man_sparse), ('a symlink', man_link)):
+            add('MANIFEST is %s' % name, prep, ['MANIFEST', step])
+
+    def file_fields(self):
+        """A shard file's header and table, the MANIFEST refitted."""
+        fz, step, sdir, only_newest, add, genuine, refit = (self.fz, self.step, self.sdir, self.only_newest,
+                                                            self.add, self.genuine, self.refit)
+        run, mstep, seen, world, files = self.man0
+        k = 0
+        for field in ('seen', 't', 'strategy', 'flags', 'world', 'rank', 'floats', 'run_id'):
+            for v in EDGES:
+                r = k % 2
+                k += 1
+                ck = Ckpt(genuine[r])
+                nv = signed32(v) if field == 't' else clip(v, HWIDTH[field])
+                if nv == ck.h[field]:
+                    continue
+
+                def prep(c, r=r, field=field, nv=nv):
+                    only_newest(c)
+                    x = Ckpt(genuine[r])
+                    x.h[field] = nv
+                    refit(c, r, sealed(x.body(floats=x.h['floats'] if field == 'floats' else None)))
+                add('rank %d file header %s=%d' % (r, field, nv), prep, ['a.fsdp-%d-of-2' % r])
+        for i, field, v in [(3, 'nbuf', 0), (3, 'nbuf', 2), (0, 'lo', 1), (0, 'n', 1), (0, 'pad', 1), (6, 'lo', M64),
+                            (6, 'n', (1 << 62) + 74)]:
+            for r in range(2):
+                if Ckpt(genuine[r]).flats[i][field] == v:
+                    continue
+                def prep(c, r=r, i=i, field=field, v=v):
+                    only_newest(c)
+                    x = Ckpt(genuine[r])
+                    x.flats[i][field] = v
+                    if field == 'nbuf' or (field == 'n' and v < 1 << 20):
+                        x.bufs[i] = (x.bufs[i] + bytes(4 * x.flats[i]['n'] * x.flats[i]['nbuf']))[
+                            :4 * x.flats[i]['n'] * x.flats[i]['nbuf']]
+                    refit(c, r, sealed(x.body()))
+                add('rank %d flat %d %s=%d' % (r, i, field, v), prep, ['a.fsdp-%d-of-2' % r])
+
+    def extras(self):
+        """The extras' count, and Adam's v negative."""
+        fz, step, sdir, only_newest, add, genuine, refit = (self.fz, self.step, self.sdir, self.only_newest,
+                                                            self.add, self.genuine, self.refit)
+        run, mstep, seen, world, files = self.man0
+        # The extras: their count, and their values (Adam's v negative).
         for r in range(2):
-            if Ckpt(genuine[r]).flats[i][field] == v:
-                continue
-            def prep(c, r=r, i=i, field=field, v=v):
+            for v in (0, 1, -1, 1 << 40, M64, 'more', 'fewer'):
+                if (v == 'fewer' and Ckpt(genuine[r]).extras_n < 2) or Ckpt(genuine[r]).extras_n == v:
+                    continue
+                def prep(c, r=r, v=v):
+                    only_newest(c)
+                    x = Ckpt(genuine[r])
+                    if v == 'more':
+                        x.extras += bytes(8)
+                        x.extras_n += 2
+                    elif v == 'fewer' and x.extras_n >= 2:
+                        x.extras = x.extras[:-8]
+                        x.extras_n -= 2
+                    else:
+                        x.extras_n = clip(v, 8)
+                    refit(c, r, sealed(x.body()))
+                add('rank %d extras count %s' % (r, v), prep, ['a.fsdp-%d-of-2' % r])
+
+            def neg_v(c, r=r):
                 only_newest(c)
                 x = Ckpt(genuine[r])
-                x.flats[i][field] = v
-                if field == 'nbuf' or (field == 'n' and v < 1 << 20):
-                    x.bufs[i] = (x.bufs[i] + bytes(4 * x.flats[i]['n'] * x.flats[i]['nbuf']))[
-                        :4 * x.flats[i]['n'] * x.flats[i]['nbuf']]
+                f = x.flats[0]
+                vb = bytearray(x.bufs[0])
+                vb[4 * 2 * f['n']:4 * 2 * f['n'] + 4] = struct.pack('<f', -1.0)
+                x.bufs[0] = bytes(vb)
                 refit(c, r, sealed(x.body()))
-            add('rank %d flat %d %s=%d' % (r, i, field, v), prep, ['a.fsdp-%d-of-2' % r])
-    # The extras: their count, and their values (Adam's v negative).
-    for r in range(2):
-        for v in (0, 1, -1, 1 << 40, M64, 'more', 'fewer'):
-            if (v == 'fewer' and Ckpt(genuine[r]).extras_n < 2) or Ckpt(genuine[r]).extras_n == v:
-                continue
-            def prep(c, r=r, v=v):
+            add("rank %d Adam's v negative" % r, neg_v, ['a.fsdp-%d-of-2' % r])
+
+    def folders(self):
+        """Special files for a shard file; symlinked step folders."""
+        fz, step, sdir, only_newest, add, genuine, refit = (self.fz, self.step, self.sdir, self.only_newest,
+                                                            self.add, self.genuine, self.refit)
+        run, mstep, seen, world, files = self.man0
+        # Special files in place of a shard file.
+        for name in ('fifo', 'link', 'sparse'):
+            def prep(c, name=name):
                 only_newest(c)
-                x = Ckpt(genuine[r])
-                if v == 'more':
-                    x.extras += bytes(8)
-                    x.extras_n += 2
-                elif v == 'fewer' and x.extras_n >= 2:
-                    x.extras = x.extras[:-8]
-                    x.extras_n -= 2
+                p = os.path.join(sdir(c), 'a.fsdp-1-of-2')
+                if name == 'fifo':
+                    os.remove(p)
+                    os.mkfifo(p)
+                elif name == 'link':
+                    shutil.copy(p, os.path.join(c, 'outside', 'copy'))
+                    os.remove(p)
+                    os.symlink(os.path.join(c, 'outside', 'copy'), p)
                 else:
-                    x.extras_n = clip(v, 8)
-                refit(c, r, sealed(x.body()))
-            add('rank %d extras count %s' % (r, v), prep, ['a.fsdp-%d-of-2' % r])
+                    with open(p, 'r+b') as f:
+                        f.truncate(1 << 30)
+            add('a.fsdp-1-of-2 is a %s' % name, prep, ['a.fsdp-1-of-2', step])
+        # Step folders: symlinks out of the folder, names that alias steps.
+        for how in ('relative', 'absolute'):
+            for target in ('outside', 'outside/sub'):
+                def prep(c, how=how, target=target):
+                    t = os.path.join(c, target)
+                    for d in os.listdir(sdir(c)):
+                        shutil.copy(os.path.join(sdir(c), d), os.path.join(t, d))
+                    rel = os.path.relpath(t, os.path.join(c, 'backup', 'a.fsdp'))
+                    shutil.rmtree(os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'), ignore_errors=True)
+                    os.symlink(t if how == 'absolute' else rel, os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'))
+                fz.cases.append(Case('step-00000001 a %s symlink to %s' % (how, target), 'clock', prep, 'named',
+                                     CLOCK_FLAGS, ['step-00000001']))
 
-        def neg_v(c, r=r):
-            only_newest(c)
-            x = Ckpt(genuine[r])
-            f = x.flats[0]
-            vb = bytearray(x.bufs[0])
-            vb[4 * 2 * f['n']:4 * 2 * f['n'] + 4] = struct.pack('<f', -1.0)
-            x.bufs[0] = bytes(vb)
-            refit(c, r, sealed(x.body()))
-        add("rank %d Adam's v negative" % r, neg_v, ['a.fsdp-%d-of-2' % r])
-    # Special files in place of a shard file.
-    for name in ('fifo', 'link', 'sparse'):
-        def prep(c, name=name):
-            only_newest(c)
-            p = os.path.join(sdir(c), 'a.fsdp-1-of-2')
-            if name == 'fifo':
-                os.remove(p)
-                os.mkfifo(p)
-            elif name == 'link':
-                shutil.copy(p, os.path.join(c, 'outside', 'copy'))
-                os.remove(p)
-                os.symlink(os.path.join(c, 'outside', 'copy'), p)
-            else:
-                with open(p, 'r+b') as f:
-                    f.truncate(1 << 30)
-        add('a.fsdp-1-of-2 is a %s' % name, prep, ['a.fsdp-1-of-2', step])
-    # Step folders: symlinks out of the folder, names that alias steps.
-    for how in ('relative', 'absolute'):
-        for target in ('outside', 'outside/sub'):
-            def prep(c, how=how, target=target):
-                t = os.path.join(c, target)
-                for d in os.listdir(sdir(c)):
-                    shutil.copy(os.path.join(sdir(c), d), os.path.join(t, d))
-                rel = os.path.relpath(t, os.path.join(c, 'backup', 'a.fsdp'))
-                shutil.rmtree(os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'), ignore_errors=True)
-                os.symlink(t if how == 'absolute' else rel, os.path.join(c, 'backup', 'a.fsdp', 'step-00000001'))
-            fz.cases.append(Case('step-00000001 a %s symlink to %s' % (how, target), 'clock', prep, 'named',
-                                 CLOCK_FLAGS, ['step-00000001']))
+    def names(self):
+        """The next checkpoint's folder and files; names that alias steps; many folders."""
+        fz, step, sdir, only_newest, add, genuine, refit = (self.fz, self.step, self.sdir, self.only_newest,
+                                                            self.add, self.genuine, self.refit)
+        run, mstep, seen, world, files = self.man0
+        def next_link(c):
+            # the folder the resumed run's next checkpoint (step 3) goes to
+            os.symlink(os.path.join(c, 'outside'), os.path.join(c, 'backup', 'a.fsdp', 'step-00000003'))
+        add('step-00000003 (the next checkpoint) a symlink to outside', next_link, ['step-00000003'])
 
-    def next_link(c):
-        # the folder the resumed run's next checkpoint (step 3) goes to
-        os.symlink(os.path.join(c, 'outside'), os.path.join(c, 'backup', 'a.fsdp', 'step-00000003'))
-    add('step-00000003 (the next checkpoint) a symlink to outside', next_link, ['step-00000003'])
+        def tmp_link(c):
+            d = os.path.join(c, 'backup', 'a.fsdp', 'step-00000003')
+            os.mkdir(d)
+            os.symlink(os.path.join(c, 'outside', 'keep0.weights'), os.path.join(d, 'a.fsdp-0-of-2.tmp'))
+        add('the next checkpoint\'s a.fsdp-0-of-2.tmp a symlink to outside', tmp_link, ['a.fsdp-0-of-2.tmp'])
 
-    def tmp_link(c):
-        d = os.path.join(c, 'backup', 'a.fsdp', 'step-00000003')
-        os.mkdir(d)
-        os.symlink(os.path.join(c, 'outside', 'keep0.weights'), os.path.join(d, 'a.fsdp-0-of-2.tmp'))
-    add('the next checkpoint\'s a.fsdp-0-of-2.tmp a symlink to outside', tmp_link, ['a.fsdp-0-of-2.tmp'])
+        def old_link(c):
+            # a symlinked step folder older than the newest: pruned by -fsdp-checkpoint-keep
+            os.symlink('../../outside', os.path.join(c, 'backup', 'a.fsdp', 'step-00000000'))
+        fz.cases.append(Case('step-00000000 a symlink to outside (pruned)', 'clock', old_link, 'named', CLOCK_FLAGS,
+                             ['step-00000000']))
+        for alias in ('step-+0000040', 'step-00000040x', 'step-0000040', 'step-000000040',
+                      'step-99999999999999999999', 'step- 0000040', 'step-0x000028'):
+            def prep(c, alias=alias):
+                shutil.copytree(sdir(c), os.path.join(c, 'backup', 'a.fsdp', alias))
+                rewrite(os.path.join(c, 'outside', 'marker'), b'x')
+            fz.cases.append(Case('a step folder named %s' % alias, 'clock', prep, 'alias', CLOCK_FLAGS,
+                                 [alias], 3))
 
-    def old_link(c):
-        # a symlinked step folder older than the newest: pruned by -fsdp-checkpoint-keep
-        os.symlink('../../outside', os.path.join(c, 'backup', 'a.fsdp', 'step-00000000'))
-    fz.cases.append(Case('step-00000000 a symlink to outside (pruned)', 'clock', old_link, 'named', CLOCK_FLAGS,
-                         ['step-00000000']))
-    for alias in ('step-+0000040', 'step-00000040x', 'step-0000040', 'step-000000040',
-                  'step-99999999999999999999', 'step- 0000040', 'step-0x000028'):
-        def prep(c, alias=alias):
-            shutil.copytree(sdir(c), os.path.join(c, 'backup', 'a.fsdp', alias))
-            rewrite(os.path.join(c, 'outside', 'marker'), b'x')
-        fz.cases.append(Case('a step folder named %s' % alias, 'clock', prep, 'alias', CLOCK_FLAGS,
-                             [alias], 3))
+        def many(c):
+            d = os.path.join(c, 'backup', 'a.fsdp')
+            for i in range(20000):
+                os.mkdir(os.path.join(d, 'step-%08d' % (100000 + i)))
+        add('20,000 empty step folders', many, ['step-'])
 
-    def many(c):
-        d = os.path.join(c, 'backup', 'a.fsdp')
-        for i in range(20000):
-            os.mkdir(os.path.join(d, 'step-%08d' % (100000 + i)))
-    add('20,000 empty step folders', many, ['step-'])
+
+def clock_cases(fz):
+    cc = Clock(fz)
+    for part in (cc.manifest_fields, cc.manifest_lines, cc.file_fields, cc.extras, cc.folders, cc.names):
+        part()
 
 
 def main():
