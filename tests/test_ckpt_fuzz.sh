@@ -47,7 +47,7 @@ check "every crafted checkpoint refused by name or skipped, in time, within memo
 # genuine ones, with every rank under valgrind: no memory error.
 if command -v valgrind > /dev/null; then
   check "the loader's cases under valgrind: no memory error" \
-    env FUZZ_VALGRIND=4 python3 "$S/tests/ckpt_fuzz.py" "$WORK" "$DN" "$PLUGIN" "$jobs" "${MPIRUN[@]}"
+    env FUZZ_VALGRIND=2 python3 "$S/tests/ckpt_fuzz.py" "$WORK" "$DN" "$PLUGIN" "$jobs" "${MPIRUN[@]}"
 else
   echo "skipped: no valgrind (tools/packages.txt installs it)"
 fi
