@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -6,9 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
 #include "fsdp_manifest.h"
+#include "fsdp_nofollow.h"
 
 typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
@@ -112,6 +115,17 @@ static void clear_flight(fsdp_clock *c)
     c->dir = c->path = NULL;
 }
 
+/* A step folder that was there already must be a folder, not a symbolic
+ * link: the files are never written through one, out of the backup folder. */
+static fsdp_status real_folder(const char *dir)
+{
+    const char *why = NULL;
+    int fd = fsdp_open_folder(AT_FDCWD, dir, &why);
+    if (fd < 0) return fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint folder %s: %s", dir, why);
+    close(fd);
+    return FSDP_OK;
+}
+
 /* Every rank: its file of the checkpoint at this step, written by its
  * thread from a snapshot, or here. */
 static fsdp_status start(fsdp_clock *c, network *net)
@@ -123,7 +137,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
     /* An earlier attempt of the run may have left this step's folder
      * (its MANIFEST, another world's files): gone before any rank writes
      * there, which the broadcast below orders. */
-    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->step);
+    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->o.name, c->step);
     FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->run_id));
     c->seen = (uint64_t)*net->seen;
     c->dir = fsdp_manifest_step_dir(c->o.folder, c->step);
@@ -136,6 +150,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
          * mkdir may race another's: EEXIST is theirs). */
         if ((mkdir(c->o.folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->dir, 0755) != 0 && errno != EEXIST))
             s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->dir, strerror(errno));
+        else s = real_folder(c->dir);
     }
     if (s == FSDP_OK && c->foreground) {
         c->writer_rc = 0;
@@ -192,7 +207,7 @@ static fsdp_status complete(fsdp_clock *c)
         fsdp_manifest m = { c->run_id, c->seen, c->step, ctl->world, v, v + ctl->world };
         w = fsdp_manifest_write(c->dir, c->o.name, &m);
         if (w == FSDP_OK) {
-            fsdp_manifest_prune(c->o.folder, c->step, c->o.keep);
+            fsdp_manifest_prune(c->o.folder, c->o.name, c->step, c->o.keep);
             uint64_t all = 0;
             for (int r = 0; r < ctl->world; ++r) all += v[r];
             fprintf(stderr, "fsdp: checkpoint %s complete: %d files, %.1f MB; the step stopped %.3f s, the "
