@@ -39,6 +39,17 @@ if(CUDAToolkit_VERSION VERSION_LESS 12)
 endif()
 string(REGEX MATCH "^[0-9]+" FSDP_CUDA_MAJOR "${CUDAToolkit_VERSION}")
 
+# Stops configuring when `header` defines `macro` as a number below
+# `minimum` (a header without it passes: the link decides then).
+function(fsdp_require_version what header macro minimum need)
+  file(STRINGS "${header}" _line REGEX "define ${macro} ")
+  string(REGEX MATCH "[0-9]+" _found "${_line}")
+  if(_found AND _found LESS ${minimum})
+    get_filename_component(_dir "${header}" DIRECTORY)
+    message(FATAL_ERROR "${what} ${_found} found in ${_dir}; ${need}")
+  endif()
+endfunction()
+
 # --- cuDNN -------------------------------------------------------------------
 if(FSDP_CUDNN)
   # Also where Python's nvidia-cudnn wheel puts it (CUDNN_HOME=.../nvidia/cudnn),
@@ -53,12 +64,8 @@ if(FSDP_CUDNN)
       "(headers and libcudnn.so next to CUDA's, set CUDNN_HOME, or pass -DCUDNN_INCLUDE_DIR= and "
       "-DCUDNN_LIBRARY=), or configure with -DFSDP_CUDNN=OFF.")
   endif()
-  file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_major REGEX "define CUDNN_MAJOR ")
-  string(REGEX MATCH "[0-9]+" _cudnn_major "${_cudnn_major}")
-  if(_cudnn_major AND _cudnn_major LESS 8)
-    message(FATAL_ERROR "cuDNN ${_cudnn_major} found in ${CUDNN_INCLUDE_DIR}; the patched "
-      "Darknet needs cuDNN 8 or newer (9 tested).")
-  endif()
+  fsdp_require_version(cuDNN "${CUDNN_INCLUDE_DIR}/cudnn_version.h" CUDNN_MAJOR 8
+    "the patched Darknet needs cuDNN 8 or newer (9 tested).")
 endif()
 
 # --- NCCL (the plugin's GPU backend) -----------------------------------------
@@ -73,12 +80,8 @@ if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
 endif()
 
 # ncclCommInitRankConfig (the non-blocking start the watchdog times) is NCCL 2.14's.
-file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_code REGEX "define NCCL_VERSION_CODE ")
-string(REGEX MATCH "[0-9]+" _nccl_code "${_nccl_code}")
-if(_nccl_code AND _nccl_code LESS 21400)
-  message(FATAL_ERROR "NCCL ${_nccl_code} found in ${NCCL_INCLUDE_DIR}; the plugin needs NCCL 2.14 or newer "
-    "(ncclCommInitRankConfig).")
-endif()
+fsdp_require_version(NCCL "${NCCL_INCLUDE_DIR}/nccl.h" NCCL_VERSION_CODE 21400
+  "the plugin needs NCCL 2.14 or newer (ncclCommInitRankConfig).")
 
 # --- Finding the libraries at run time ----------------------------------------
 # Programs built here run without LD_LIBRARY_PATH or an ld.so.conf entry for

@@ -21,8 +21,12 @@ fsdp_script_test(cfg_errors test_errors.sh)
 fsdp_unit_test(test_flat test_flat.c)
 fsdp_unit_test(test_grad test_grad.c)
 fsdp_unit_test(test_mem test_mem.c)
+# The layers above the core: dn/'s modules on a parsed network, and the
+# engine running its step plan over the null backend.
+fsdp_unit_test(test_dn test_dn.c)
+fsdp_unit_test(test_engine test_engine.c)
 # One Criterion file per feature.
-foreach(t cfg plan optim abi hash watch agree backend hosts wire devices bn frozen_order)
+foreach(t cfg plan optim abi hash watch agree backend hosts wire devices bn frozen_order io)
   fsdp_unit_test(test_${t} test_${t}.c)
 endforeach()
 fsdp_script_test(setup_refusals test_setup.sh)

@@ -67,6 +67,14 @@ for k in shard shard_prefetch shard_auto_group; do
   c=$(with "s/^\[net\]\$/[net]\n$k/")
   expect_error "bare $k line in [net]" "cfg:$(line_of "$c" "^$k\$"): $k has no value" 1 "$c"
 done
+# "key=": Darknet dropped the line ("could parse") and the run trained
+# without it; kept with an empty value (patch 0051), refused by its line.
+c=$(with "0,/^filters=7\$/s//filters=7\nshard_group=/")
+expect_error "shard_group= with no value" "cfg:$(line_of "$c" "^shard_group=\$"): shard_group has no value: write shard_group=VALUE" 2 "$c"
+for k in shard_auto_group shard_wire; do
+  c=$(with "s/^\[net\]\$/[net]\n$k=/")
+  expect_error "$k= with no value in [net]" "cfg:$(line_of "$c" "^$k=\$"): $k has no value" 1 "$c"
+done
 # Crossing spans: layer 3 in group body2 sits between body's layers 0-2 and 4.
 c=$(with 's/^output=5$/output=5\nshard_group=other/; s/^output=3$/output=3\nshard_group=body/')
 expect_error "crossing group spans" "cfg:$(line_of "$c" shard_group=other): layer 3 \(group other\) lies inside the span of group body \(layers 0-4\)" 2 "$c"

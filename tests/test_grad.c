@@ -6,8 +6,8 @@
 #include <signal.h>
 #include "flat_fixture.h"
 
-static const fsdp_flat_kind SGD = { .sharded = 1, .state = 1 };
-static const fsdp_flat_kind ADAM = { .sharded = 1, .state = 1, .adam = 1 };
+static const fsdp_flat_kind SGD = { .sharded = 1, .trainable = 1 };
+static const fsdp_flat_kind ADAM = { .sharded = 1, .trainable = 1, .adam = 1 };
 
 /* A trainable flat of layer i: 10 weights, 6 biases. */
 static void train_flat(fixture *x, int i, fsdp_flat *f, fsdp_flat_kind kind)
@@ -27,8 +27,8 @@ Test(grad, world_of_one_sgd_accumulates_in_the_momentum)
     cr_assert_eq(fsdp_grad_place_of(&x.c, &f, 0), FSDP_GRAD_AT_MOMENTUM);
     cr_assert_eq(fsdp_grad_point(&x.c, &g, &f), FSDP_OK);
     cr_assert(g.state == FSDP_GRAD_ACCUMULATING && g.home == FSDP_GRAD_HOME_MOMENTUM && !g.buf);
-    cr_assert_eq(x.layers[0].weight_updates, f.m, "Darknet's weight_updates: the momentum");
-    cr_assert_eq(x.layers[0].bias_updates, f.m + 10);
+    cr_assert_eq(x.layers[0].weight_updates, f.opt.m, "Darknet's weight_updates: the momentum");
+    cr_assert_eq(x.layers[0].bias_updates, f.opt.m + 10);
     uint64_t rs, ar;
     cr_assert_eq(fsdp_grad_reduce(&x.c, &g, &f, &rs, &ar), FSDP_OK);
     cr_assert(g.state == FSDP_GRAD_REDUCED && !fsdp_grad_reduced(&g), "no separate gradient for the optimizer");
@@ -36,7 +36,7 @@ Test(grad, world_of_one_sgd_accumulates_in_the_momentum)
     cr_assert_null(x.layers[0].weight_updates, "the layers point nowhere after the reduce");
     cr_assert_eq(fsdp_grad_spent(&x.c, &g), FSDP_OK);
     cr_assert_eq(g.state, FSDP_GRAD_NONE);
-    cr_assert_not_null(f.m, "the momentum stays");
+    cr_assert_not_null(f.opt.m, "the momentum stays");
     cr_assert_eq(x.pool.footprint, 0);
     fsdp_grad_release(&x.c, &g, &f);
     fsdp_flat_free(&x.c, &f);
@@ -52,7 +52,7 @@ Test(grad, pool_buffer_reduce_scatter_and_spent)
     fsdp_grad g = { 0 };
     cr_assert_eq(fsdp_grad_point(&x.c, &g, &f), FSDP_OK);
     cr_assert(g.home == FSDP_GRAD_HOME_POOL && g.buf, "a zeroed buffer of its own");
-    for (size_t k = 0; k < f.nfull; ++k) cr_assert_float_eq(g.buf[k], 0.f, 0);
+    for (size_t k = 0; k < f.lay.nfull; ++k) cr_assert_float_eq(g.buf[k], 0.f, 0);
     cr_assert_eq(x.layers[0].weight_updates, g.buf);
     float *buf = g.buf;
     fsdp_grad_unpoint(&g, &f);
@@ -62,10 +62,10 @@ Test(grad, pool_buffer_reduce_scatter_and_spent)
     uint64_t rs, ar;
     cr_assert_eq(fsdp_grad_reduce(&x.c, &g, &f, &rs, &ar), FSDP_OK);
     cr_assert(g.state == FSDP_GRAD_REDUCED && g.part && !g.buf, "this rank's part, the full buffer given back");
-    cr_assert(rs == f.nfull * sizeof(float) && ar == 0);
+    cr_assert(rs == f.lay.nfull * sizeof(float) && ar == 0);
     size_t started, any;
     fsdp_backend_null_largest(x.coll, &started, &any);
-    cr_assert(started == 0 && any == f.shard, "a blocking reduce-scatter of one part");
+    cr_assert(started == 0 && any == f.lay.shard, "a blocking reduce-scatter of one part");
     cr_assert_eq(fsdp_grad_spent(&x.c, &g), FSDP_OK);
     cr_assert(g.state == FSDP_GRAD_NONE && x.pool.live == 0, "everything back in the pool");
     fsdp_flat_free(&x.c, &f);
@@ -87,7 +87,7 @@ Test(grad, started_reduce_scatter_waits)
     cr_assert_null(fsdp_grad_reduced(&g), "the optimizer sees nothing yet");
     size_t started, any;
     fsdp_backend_null_largest(x.coll, &started, &any);
-    cr_assert_eq(started, f.shard);
+    cr_assert_eq(started, f.lay.shard);
     cr_assert_eq(fsdp_grad_reduce_wait(&x.c, &g), FSDP_OK);
     cr_assert(g.state == FSDP_GRAD_REDUCED && !g.rs_source && fsdp_grad_reduced(&g) == g.part);
     cr_assert_eq(fsdp_grad_spent(&x.c, &g), FSDP_OK);
@@ -100,14 +100,14 @@ Test(grad, none_all_reduces_the_whole_gradient_in_place)
     fixture x;
     fixture_init(&x, (fixture_shape){ .world = 3, .rank = 1 });
     fsdp_flat f;
-    train_flat(&x, 0, &f, (fsdp_flat_kind){ .sharded = 0, .state = 1, .whole = 1 });
+    train_flat(&x, 0, &f, (fsdp_flat_kind){ .sharded = 0, .trainable = 1, .whole = 1 });
     fsdp_grad g = { 0 };
     cr_assert_eq(fsdp_grad_point(&x.c, &g, &f), FSDP_OK);
     float *buf = g.buf;
     uint64_t rs, ar;
     cr_assert_eq(fsdp_grad_reduce(&x.c, &g, &f, &rs, &ar), FSDP_OK);
     cr_assert(g.state == FSDP_GRAD_REDUCED && g.part == buf, "the buffer itself, summed");
-    cr_assert(rs == 0 && ar == f.count * sizeof(float));
+    cr_assert(rs == 0 && ar == f.lay.count * sizeof(float));
     cr_assert_eq(fsdp_grad_spent(&x.c, &g), FSDP_OK);
     fsdp_flat_free(&x.c, &f);
     fixture_free(&x);
@@ -120,25 +120,26 @@ Test(grad, node_slot_one_machine)
     fsdp_flat a, b;
     train_flat(&x, 0, &a, SGD);
     train_flat(&x, 1, &b, SGD);
-    fixture_node(&x, 2 * a.nfull, a.nfull);
+    fixture_node(&x, 2 * a.lay.nfull, a.lay.nfull);
     cr_assert_eq(fsdp_flat_move_to_node(&x.c, &a, x.node_params), FSDP_OK);
-    cr_assert_eq(fsdp_flat_move_to_node(&x.c, &b, x.node_params + a.nfull), FSDP_OK);
+    cr_assert_eq(fsdp_flat_move_to_node(&x.c, &b, x.node_params + a.lay.nfull), FSDP_OK);
     fsdp_grad ga = { 0 }, gb = { 0 };
-    x.slots[1 * a.nfull + 3] = 7.f;   /* what a slot held before is no gradient */
+    x.slots[1 * a.lay.nfull + 3] = 7.f;   /* what a slot held before is no gradient */
     cr_assert_eq(fsdp_grad_point(&x.c, &ga, &a), FSDP_OK);
-    cr_assert(ga.home == FSDP_GRAD_HOME_SLOT && ga.buf == x.slots + a.nfull && x.node.slot_busy,
+    cr_assert(ga.home == FSDP_GRAD_HOME_SLOT && ga.buf == x.slots + a.lay.nfull && x.node.slot_busy,
               "rank 1's slot, taken");
     cr_assert_float_eq(ga.buf[3], 0.f, 0, "zeroed");
     cr_assert_eq(fsdp_grad_point(&x.c, &gb, &b), FSDP_OK);
     cr_assert_eq(gb.home, FSDP_GRAD_HOME_POOL, "the slot is busy: a buffer of its own");
     uint64_t rs, ar;
     cr_assert_eq(fsdp_grad_reduce(&x.c, &ga, &a, &rs, &ar), FSDP_OK);
-    cr_assert(ga.state == FSDP_GRAD_IN_SLOTS && rs == a.nfull * sizeof(float));
+    cr_assert(ga.state == FSDP_GRAD_IN_SLOTS && rs == a.lay.nfull * sizeof(float));
     int n;
     const float *const *terms = fsdp_grad_slot_terms(&x.c, &ga, &a, 1, &n);
     cr_assert_eq(n, 4, "one term per rank of the machine");
     for (int q = 0; q < 4; ++q)
-        cr_assert_eq(terms[q], x.slots + (size_t)q * a.nfull + 1 * a.shard + 1, "rank %d's slot, rank 1's part", q);
+        cr_assert_eq(terms[q], x.slots + (size_t)q * a.lay.nfull + 1 * a.lay.shard + 1, "rank %d's slot, rank 1's part",
+                     q);
     cr_assert_eq(fsdp_grad_spent(&x.c, &ga), FSDP_OK);
     cr_assert(ga.state == FSDP_GRAD_NONE && !x.node.slot_busy, "the slot is free again");
     cr_assert_eq(fsdp_grad_reduce(&x.c, &gb, &b, &rs, &ar), FSDP_OK);
@@ -156,9 +157,9 @@ Test(grad, several_machines_reduce_slot_and_sums)
     fsdp_flat a, b;
     train_flat(&x, 0, &a, SGD);
     train_flat(&x, 1, &b, SGD);
-    fixture_node(&x, 2 * a.nfull, a.nfull);
+    fixture_node(&x, 2 * a.lay.nfull, a.lay.nfull);
     cr_assert_eq(fsdp_flat_move_to_node(&x.c, &a, x.node_params), FSDP_OK);
-    cr_assert_eq(fsdp_flat_move_to_node(&x.c, &b, x.node_params + a.nfull), FSDP_OK);
+    cr_assert_eq(fsdp_flat_move_to_node(&x.c, &b, x.node_params + a.lay.nfull), FSDP_OK);
     fsdp_grad ga = { 0 }, gb = { 0 };
     /* a (an outer group) accumulates in the slot; b (nested) in a buffer. */
     cr_assert_eq(fsdp_grad_point(&x.c, &ga, &a), FSDP_OK);
@@ -166,14 +167,14 @@ Test(grad, several_machines_reduce_slot_and_sums)
     cr_assert(ga.home == FSDP_GRAD_HOME_SLOT && gb.home == FSDP_GRAD_HOME_POOL);
     uint64_t rs, ar;
     cr_assert_eq(fsdp_grad_reduce(&x.c, &gb, &b, &rs, &ar), FSDP_OK);
-    cr_assert(gb.home == FSDP_GRAD_HOME_REDUCE_SLOT && gb.buf == x.node.reduce_slots + 0 * a.nfull,
+    cr_assert(gb.home == FSDP_GRAD_HOME_REDUCE_SLOT && gb.buf == x.node.reduce_slots + 0 * a.lay.nfull,
               "moved into place 0's reduce slot, to be summed on the machine first");
     cr_assert(x.node.reduce_slot_used && gb.state == FSDP_GRAD_IN_SLOTS);
     cr_assert_not_null(gb.part, "this rank's part summed on each machine, exchanged with its peers");
     int n;
     const float *const *terms = fsdp_grad_slot_terms(&x.c, &gb, &b, 2, &n);
     cr_assert_eq(n, 2, "one term per machine");
-    for (int k = 0; k < 2; ++k) cr_assert_eq(terms[k], gb.part + (size_t)k * b.shard + 2, "machine %d's sum", k);
+    for (int k = 0; k < 2; ++k) cr_assert_eq(terms[k], gb.part + (size_t)k * b.lay.shard + 2, "machine %d's sum", k);
     cr_assert_eq(fsdp_grad_spent(&x.c, &gb), FSDP_OK);
     cr_assert(gb.state == FSDP_GRAD_NONE && x.node.slot_busy, "the reduce slot leaves the slot to a");
     cr_assert_eq(fsdp_grad_reduce(&x.c, &ga, &a, &rs, &ar), FSDP_OK);
@@ -280,5 +281,54 @@ Test(grad_checks, unpoint_without_a_gradient, .signal = SIGABRT)
     fsdp_grad g;
     gradient(&x, &f, &g, 0);
     fsdp_grad_unpoint(&g, &f);
+}
+
+/* ---- the whole gradient against its state (fsdp_grad_check) --------------- */
+
+Test(grad_checks, every_state_of_a_sound_gradient_passes)
+{
+    fixture x;
+    fsdp_flat f;
+    fsdp_grad g;
+    gradient(&x, &f, &g, 0);
+    cr_assert(fsdp_grad_check(&x.c, &g, &f), "NONE");
+    cr_assert_eq(fsdp_grad_point(&x.c, &g, &f), FSDP_OK);
+    cr_assert(fsdp_grad_check(&x.c, &g, &f), "ACCUMULATING");
+    uint64_t rs, ar;
+    cr_assert_eq(fsdp_grad_reduce(&x.c, &g, &f, &rs, &ar), FSDP_OK);
+    cr_assert(g.state == FSDP_GRAD_REDUCED && fsdp_grad_check(&x.c, &g, &f), "REDUCED");
+    fsdp_grad_release(&x.c, &g, &f);
+    fsdp_flat_free(&x.c, &f);
+    fixture_free(&x);
+}
+
+Test(grad_checks, reduced_still_holding_its_sum, .signal = SIGABRT)
+{
+    fixture x;
+    fsdp_flat f;
+    fsdp_grad g;
+    gradient(&x, &f, &g, 2);
+    g.buf = g.part;
+    fsdp_grad_check(&x.c, &g, &f);
+}
+
+Test(grad_checks, accumulating_with_no_buffer, .signal = SIGABRT)
+{
+    fixture x;
+    fsdp_flat f;
+    fsdp_grad g;
+    gradient(&x, &f, &g, 1);
+    g.buf = NULL;
+    fsdp_grad_check(&x.c, &g, &f);
+}
+
+Test(grad_checks, a_reduce_scatter_source_outside_reducing, .signal = SIGABRT)
+{
+    fixture x;
+    fsdp_flat f;
+    fsdp_grad g;
+    gradient(&x, &f, &g, 2);
+    g.rs_source = g.part;
+    fsdp_grad_check(&x.c, &g, &f);
 }
 #endif

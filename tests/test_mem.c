@@ -67,7 +67,7 @@ static size_t a_step(fixture_shape shape)
     fixture_layer(&x, 0, 1000, 24, t);
     fsdp_flat f;
     fsdp_grad g = { 0 };
-    cr_assert_eq(fsdp_flat_setup(&x.c, &f, t, 2, (fsdp_flat_kind){ .sharded = 1, .state = 1 }), FSDP_OK);
+    cr_assert_eq(fsdp_flat_setup(&x.c, &f, t, 2, (fsdp_flat_kind){ .sharded = 1, .trainable = 1 }), FSDP_OK);
     uint64_t bytes, rs, ar;
     for (int step = 0; step < 2; ++step) {
         cr_assert_eq(fsdp_flat_unshard(&x.c, &f, &bytes), FSDP_OK);

@@ -63,6 +63,15 @@ void fsdp_assert_fail(const char *file, int line, const char *cond, const char *
 #define FSDP_STR_(x) #x
 #define FSDP_STR(x) FSDP_STR_(x)
 
+/* FSDP_CHECK(EXPR): a whole object checked against its state at the end of
+ * a transition (fsdp_flat_check, fsdp_grad_check, fsdp_engine_check: every
+ * invariant, not only the starting state), where checks are built in. */
+#ifdef FSDP_CHECKS
+#define FSDP_CHECK(expr) ((void)(expr))
+#else
+#define FSDP_CHECK(expr) ((void)0)
+#endif
+
 #define FSDP_TRY(expr) do { fsdp_status _s = (expr); if (_s != FSDP_OK) return _s; } while (0)
 
 /* The smaller of two counts (the collectives' chunks and rounds). */

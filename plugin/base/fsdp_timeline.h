@@ -7,8 +7,9 @@
  * An event is one of the step plan's operations (a gather, a reduce, an
  * optimizer step), or an exchange started in one and waited for in a later
  * one (hybrid sharding's updated parts): `wire_out` and `wire_in` are its
- * bytes to and from other machines.  Off (no log events) it costs one test
- * per operation. */
+ * bytes to and from other machines.  The engine's operations reach it
+ * through the engine's observer of it (engine/fsdp_observe_timeline.c);
+ * off (no log events) that costs a call and a test per operation. */
 #ifndef FSDP_TIMELINE_H
 #define FSDP_TIMELINE_H
 

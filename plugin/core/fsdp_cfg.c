@@ -195,8 +195,9 @@ int fsdp_cfg_option(fsdp_cfg *c, const char *file, int line, int layer, const ch
         c->file = f;
     }
     if (layer >= 0) layer_cfg(c, layer);
-    /* Darknet keeps a line without '=' as a key with no value. */
-    if (!val) {
+    /* Darknet keeps a line without '=' as a key with no value, and "key="
+     * as a key with an empty one (patch 0051). */
+    if (!val || !*val) {
         int ours = fsdp_cfg_key_find(key) || !strncmp(key, "shard", 5);
         return ours ? error(c, file, line, "%s has no value: write %s=VALUE", key, key) : 0;
     }

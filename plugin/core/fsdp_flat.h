@@ -1,7 +1,8 @@
 /* fsdp_flat.h: one flat parameter buffer of a group (its trainable or its
  * frozen parameters): layout, re-pointing Darknet's arrays, and the phases
  * that move its parameters between states.  Its gradient, where it has one,
- * is fsdp_grad.h's.
+ * is fsdp_grad.h's; its optimizer state fsdp_optim.h's; saving's scratch
+ * lives from save_begin to save_end (fsdp_flat_save.c).
  *
  * Parameters are in one of three states:
  *   SHARDED    only `own` (this rank's equal, zero-padded part) is held;
@@ -24,7 +25,8 @@
  *
  * Transitions (a flat with no tensors stays as set up: every call is a
  * no-op on it).  FSDP_ASSERT checks each `from`; a call in any other state
- * is a bug in the step plan.
+ * is a bug in the step plan.  Each ends with fsdp_flat_check of the whole
+ * flat where checks are built in.
  *
  *   call              from                 to
  *   setup             -                    SHARDED (sharded) or GATHERED
@@ -54,6 +56,7 @@
 #include "fsdp_backend.h"
 #include "fsdp_layers.h"
 #include "fsdp_mem.h"
+#include "fsdp_optim.h"
 #include "fsdp_timeline.h"
 
 /* Node memory the ranks of one machine share (shard_node_shared=1): the
@@ -63,10 +66,10 @@ typedef struct fsdp_node {
     fsdp_node_layout at;  /* the machines' shape: ranks per machine, this rank's place, its peers */
     int stale;            /* a rank wrote node-shared parameters since the last node_sync */
     int publishing;       /* several machines: updated parts on their way to the peers (started) */
-    int publish_ticket;   /* ... the latest, whose wait completes them all */
-    struct fsdp_flat *publishing_flat;   /* ... whose parts they are */
+    int publish_ticket;   /* the latest publication's ticket, whose wait completes them all */
+    struct fsdp_flat *publishing_flat;   /* the flat whose updated parts are on their way */
     unsigned long syncs;  /* node_syncs so far: a flat written after the last one is stale */
-    uint64_t publish_out, publish_in;   /* ... its bytes to and from other machines */
+    uint64_t publish_out, publish_in;   /* the latest publication's bytes to and from other machines */
     float *grad_slots;    /* one slot per rank of the machine, place p's at p * slot_floats */
     float *reduce_slots;  /* several machines: as many again, for a gradient that reduces while
                            * another accumulates in the slot (a group nested in another) */
@@ -90,7 +93,7 @@ typedef struct fsdp_flat_ctx {
 /* How a flat is kept. */
 typedef struct fsdp_flat_kind {
     int sharded;   /* parameters live only as shards between uses (`full`) */
-    int state;     /* trainable: gets gradients and optimizer state */
+    int trainable; /* gets gradients and optimizer state */
     int whole;     /* `none`: every rank updates the whole replica (all-reduce) */
     int adam;      /* optimizer state holds Adam's second moment too */
 } fsdp_flat_kind;
@@ -106,12 +109,11 @@ typedef struct fsdp_run {
     layer *owner;        /* for its learning_rate scale */
 } fsdp_run;
 
-typedef struct fsdp_flat {
-    fsdp_flat_kind kind;
-    fsdp_flat_state state;
+/* Where the flat's tensors lie: fixed by fsdp_flat_setup and read-only
+ * after, shared by every placement of the flat (the memory prediction's
+ * copies over the count placement point at the same arrays). */
+typedef struct fsdp_flat_layout {
     fsdp_tensor *t;      /* tensors in layout order */
-    float ***data_at;    /* per tensor: the layer's array the run computes with (host or device) */
-    float ***grad_at;    /* per tensor: its gradient array */
     size_t *off;         /* their offsets in the full buffer */
     int nt;
     size_t count;        /* floats laid out: the tensors and, on the device, the gaps aligning them */
@@ -119,23 +121,47 @@ typedef struct fsdp_flat {
     size_t shard;        /* floats per rank (padded); full buffer = world * shard */
     size_t nfull;        /* floats in a full (parameter or gradient) buffer */
     size_t own_count;    /* floats this rank updates: shard, or count under `none` */
-    int own_in_full;     /* own points into the replicated full buffer (grad_op, none) */
-    float *own;          /* this rank's parameters (shard, or the replica) */
-    float *full;         /* gathered parameters (GATHERED) */
-    int in_node;         /* the full buffer lives in node memory: `node` */
-    unsigned long written_at;   /* in node memory: the node_sync its last write needs (node->syncs + 1 then) */
-    float *node;
-    float *pending;      /* the all-gather's destination (GATHERING), ticket gather_ticket */
-    int gather_ticket;
-    float *m, *v;        /* optimizer state for own (trainable only) */
-    int grad_in_m;       /* gradients accumulate into m (world of one, SGD: fsdp_grad.h) */
-    int gathered_for_save;
-    float *save_grad;    /* GPU runs: scratch gradients Darknet's pull reads while saving */
-    fsdp_run *runs;
+    fsdp_run *runs;      /* the optimizer's stretches of the rank's own part */
     int nruns;
     size_t state_bytes;  /* this rank's bytes of parameters and optimizer state */
     size_t bcast_bytes;  /* broadcast at setup */
+} fsdp_flat_layout;
+
+/* Where the parameters are now: the state and the buffers it implies
+ * (fsdp_flat_check says which exist in which state). */
+typedef struct fsdp_flat_residency {
+    fsdp_flat_state state;
+    float ***data_at;    /* per tensor: the layer's array the run computes with (host or device) */
+    float ***grad_at;    /* per tensor: its gradient array */
+    float *own;          /* this rank's parameters (shard, or the replica) */
+    int own_in_full;     /* own points into the replicated full buffer (grad_op, none) */
+    float *full;         /* gathered parameters (GATHERED) */
+    int in_node;         /* the full buffer lives in node memory: `node` */
+    float *node;
+    unsigned long written_at;   /* in node memory: the node_sync its last write needs (node->syncs + 1 then) */
+    float *pending;      /* the all-gather's destination (GATHERING) */
+    int gather_ticket;   /* GATHERING: the all-gather's ticket, the one wait that ends it */
+} fsdp_flat_residency;
+
+/* Saving's scratch, between fsdp_flat_save_begin and save_end. */
+typedef struct fsdp_flat_save {
+    int gathered;        /* save_begin gathered a SHARDED flat: save_end reshards it */
+    float *grad;         /* GPU runs: scratch gradients Darknet's pull reads while saving */
+} fsdp_flat_save;
+
+typedef struct fsdp_flat {
+    fsdp_flat_kind kind;
+    fsdp_flat_layout lay;
+    fsdp_flat_residency res;
+    fsdp_optim_state opt;    /* for `own` (trainable flats only) */
+    fsdp_flat_save save;
 } fsdp_flat;
+
+/* Every invariant of the whole flat for its state (the table above):
+ * which buffers exist, where they and the layers' pointers point, which
+ * ticket is live.  Aborts naming the first that fails (FSDP_ASSERT), else
+ * returns 1.  Each transition ends with it where checks are built in. */
+int fsdp_flat_check(const fsdp_flat_ctx *c, const fsdp_flat *f);
 
 /* Lays out tensors t[0..nt) (copied) for the context's world; packs
  * Darknet's current values, makes every rank take rank 0's (unless the

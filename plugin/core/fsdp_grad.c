@@ -9,13 +9,13 @@ static float *slot_of(const fsdp_node *n, const float *slots)
 
 fsdp_grad_place fsdp_grad_place_of(const fsdp_flat_ctx *c, const fsdp_flat *f, int slot_busy)
 {
-    return f->grad_in_m ? FSDP_GRAD_AT_MOMENTUM
+    return f->opt.grad_in_m ? FSDP_GRAD_AT_MOMENTUM
            : !slot_busy && fsdp_flat_fits_slot(c, f) ? FSDP_GRAD_AT_SLOT : FSDP_GRAD_AT_BUFFER;
 }
 
 fsdp_status fsdp_grad_point(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f)
 {
-    if (!f->nt) return FSDP_OK;
+    if (!f->lay.nt) return FSDP_OK;
     FSDP_ASSERT(g->state == FSDP_GRAD_NONE || g->state == FSDP_GRAD_ACCUMULATING, "grad point: NONE or ACCUMULATING");
     if (g->state == FSDP_GRAD_NONE) {
         fsdp_node *n = c->node;
@@ -24,23 +24,24 @@ fsdp_status fsdp_grad_point(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_fla
             g->home = FSDP_GRAD_HOME_MOMENTUM;
         } else if (at == FSDP_GRAD_AT_SLOT) {
             g->buf = slot_of(n, n->grad_slots);
-            FSDP_TRY(fsdp_mem_zero(c->mem, g->buf, f->nfull));
+            FSDP_TRY(fsdp_mem_zero(c->mem, g->buf, f->lay.nfull));
             g->home = FSDP_GRAD_HOME_SLOT;
             n->slot_busy = 1;
         } else {
-            g->buf = fsdp_mem_take(c->mem, f->nfull, 1);
+            g->buf = fsdp_mem_take(c->mem, f->lay.nfull, 1);
             if (!g->buf) return FSDP_ERR_NOMEM;
             g->home = FSDP_GRAD_HOME_POOL;
         }
         g->state = FSDP_GRAD_ACCUMULATING;
     }
-    fsdp_flat_point_grad(f, g->home == FSDP_GRAD_HOME_MOMENTUM ? f->m : g->buf);
+    fsdp_flat_point_grad(f, g->home == FSDP_GRAD_HOME_MOMENTUM ? f->opt.m : g->buf);
+    FSDP_CHECK(fsdp_grad_check(c, g, f));
     return FSDP_OK;
 }
 
 void fsdp_grad_unpoint(const fsdp_grad *g, const fsdp_flat *f)
 {
-    if (!f->nt) return;
+    if (!f->lay.nt) return;
     FSDP_ASSERT(g->state == FSDP_GRAD_ACCUMULATING, "grad unpoint: ACCUMULATING");
     fsdp_flat_point_grad(f, NULL);
 }
@@ -57,7 +58,7 @@ static fsdp_status move_to_slot(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp
     if (g->home != FSDP_GRAD_HOME_POOL || n->at.machines == 1 || !fsdp_flat_fits_slot(c, f)) return FSDP_OK;
     int reduce_slot = n->slot_busy;
     float *slot = slot_of(n, reduce_slot ? n->reduce_slots : n->grad_slots);
-    FSDP_TRY(fsdp_mem_copy(c->mem, slot, g->buf, f->nfull));
+    FSDP_TRY(fsdp_mem_copy(c->mem, slot, g->buf, f->lay.nfull));
     fsdp_mem_give(c->mem, g->buf);
     g->buf = slot;
     g->home = reduce_slot ? FSDP_GRAD_HOME_REDUCE_SLOT : FSDP_GRAD_HOME_SLOT;
@@ -72,7 +73,7 @@ static fsdp_status move_to_slot(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp
 static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f)
 {
     const fsdp_node *n = c->node;
-    size_t m = (size_t)n->at.machines, sh = f->shard;
+    size_t m = (size_t)n->at.machines, sh = f->lay.shard;
     float *send = fsdp_mem_take(c->mem, m * sh, 0);
     g->part = send ? fsdp_mem_take(c->mem, m * sh, 0) : NULL;
     if (!g->part) {
@@ -98,13 +99,13 @@ static fsdp_status sum_machines(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp
  * below; the full gradient lives until fsdp_grad_reduce_wait). */
 static fsdp_status reduce_scatter(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f, float *full)
 {
-    g->part = fsdp_mem_take(c->mem, f->shard, 0);
+    g->part = fsdp_mem_take(c->mem, f->lay.shard, 0);
     if (!g->part) {
         fsdp_mem_give(c->mem, full);
         return FSDP_ERR_NOMEM;
     }
     if (fsdp_coll_starts_reduce_scatter(c->coll)) {
-        fsdp_status s = fsdp_coll_reduce_scatter_start(c->coll, full, g->part, f->shard, &g->rs_ticket);
+        fsdp_status s = fsdp_coll_reduce_scatter_start(c->coll, full, g->part, f->lay.shard, &g->rs_ticket);
         if (s != FSDP_OK) {
             /* Nothing in flight: no wait may follow. */
             fsdp_mem_give(c->mem, full);
@@ -116,22 +117,20 @@ static fsdp_status reduce_scatter(const fsdp_flat_ctx *c, fsdp_grad *g, const fs
         return FSDP_OK;
     }
     g->state = FSDP_GRAD_REDUCED;
-    fsdp_status s = fsdp_coll_reduce_scatter(c->coll, full, g->part, f->shard);
+    fsdp_status s = fsdp_coll_reduce_scatter(c->coll, full, g->part, f->lay.shard);
     fsdp_mem_give(c->mem, full);
     return s;
 }
 
-fsdp_status fsdp_grad_reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f, uint64_t *rs, uint64_t *ar)
+/* The table's reduce, from ACCUMULATING. */
+static fsdp_status reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f, uint64_t *rs, uint64_t *ar)
 {
-    *rs = *ar = 0;
-    if (!f->nt) return FSDP_OK;
-    FSDP_ASSERT(g->state == FSDP_GRAD_ACCUMULATING, "grad reduce: ACCUMULATING");
     fsdp_grad_unpoint(g, f);
     FSDP_TRY(move_to_slot(c, g, f));
     if (g->home == FSDP_GRAD_HOME_SLOT || g->home == FSDP_GRAD_HOME_REDUCE_SLOT) {
         /* Every rank's gradient complete in its slot: the optimizer sums
          * this rank's part as it steps (fsdp_grad_slot_terms). */
-        *rs = f->nfull * sizeof(float);
+        *rs = f->lay.nfull * sizeof(float);
         g->state = FSDP_GRAD_IN_SLOTS;
         FSDP_TRY(fsdp_flat_node_sync(c));
         return c->node->at.machines > 1 ? sum_machines(c, g, f) : FSDP_OK;
@@ -143,17 +142,27 @@ fsdp_status fsdp_grad_reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_fl
     g->state = FSDP_GRAD_REDUCED;
     if (c->ctl->world == 1) {
         g->part = full;
-        *(f->kind.whole ? ar : rs) = (f->kind.whole ? f->count : f->nfull) * sizeof(float);
+        *(f->kind.whole ? ar : rs) = (f->kind.whole ? f->lay.count : f->lay.nfull) * sizeof(float);
         return FSDP_OK;
     }
     if (f->kind.whole) {
         /* `none`: every rank needs the whole sum. */
         g->part = full;
-        *ar = f->count * sizeof(float);
-        return fsdp_coll_all_reduce(c->coll, g->part, f->count);
+        *ar = f->lay.count * sizeof(float);
+        return fsdp_coll_all_reduce(c->coll, g->part, f->lay.count);
     }
-    *rs = f->nfull * sizeof(float);
+    *rs = f->lay.nfull * sizeof(float);
     return reduce_scatter(c, g, f, full);
+}
+
+fsdp_status fsdp_grad_reduce(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f, uint64_t *rs, uint64_t *ar)
+{
+    *rs = *ar = 0;
+    if (!f->lay.nt) return FSDP_OK;
+    FSDP_ASSERT(g->state == FSDP_GRAD_ACCUMULATING, "grad reduce: ACCUMULATING");
+    FSDP_TRY(reduce(c, g, f, rs, ar));
+    FSDP_CHECK(fsdp_grad_check(c, g, f));
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_grad_reduce_wait(const fsdp_flat_ctx *c, fsdp_grad *g)
@@ -163,6 +172,7 @@ fsdp_status fsdp_grad_reduce_wait(const fsdp_flat_ctx *c, fsdp_grad *g)
     fsdp_mem_give(c->mem, g->rs_source);
     g->rs_source = NULL;
     g->state = FSDP_GRAD_REDUCED;
+    FSDP_CHECK(fsdp_grad_check(c, g, NULL));
     return s;
 }
 
@@ -173,10 +183,10 @@ const float *const *fsdp_grad_slot_terms(const fsdp_flat_ctx *c, const fsdp_grad
     const fsdp_node *n = c->node;
     if (n->at.machines > 1) {
         *nterms = n->at.machines;
-        for (int k = 0; k < n->at.machines; ++k) n->terms[k] = g->part + (size_t)k * f->shard + off;
+        for (int k = 0; k < n->at.machines; ++k) n->terms[k] = g->part + (size_t)k * f->lay.shard + off;
         return n->terms;
     }
-    size_t at = (size_t)c->ctl->rank * f->shard + off;
+    size_t at = (size_t)c->ctl->rank * f->lay.shard + off;
     *nterms = n->at.ranks;
     for (int q = 0; q < n->at.ranks; ++q) n->terms[q] = n->grad_slots + (size_t)q * n->slot_floats + at;
     return n->terms;
@@ -211,7 +221,7 @@ void fsdp_grad_release(const fsdp_flat_ctx *c, fsdp_grad *g, const fsdp_flat *f)
 {
     /* Nothing may still be writing into a buffer about to be given back. */
     if (g->state == FSDP_GRAD_REDUCING) fsdp_grad_reduce_wait(c, g);
-    if (f->nt) fsdp_flat_point_grad(f, NULL);
+    if (f->lay.nt) fsdp_flat_point_grad(f, NULL);
     if (g->home != FSDP_GRAD_HOME_MOMENTUM) fsdp_mem_give(c->mem, g->part);
     if (g->home == FSDP_GRAD_HOME_POOL) fsdp_mem_give(c->mem, g->buf);
     leave_slot(c, g);

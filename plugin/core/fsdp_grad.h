@@ -81,6 +81,13 @@ typedef struct fsdp_grad {
                           * machines: the machines' sums of it (the pool's) */
 } fsdp_grad;
 
+/* Every invariant of the whole gradient for its state and home (the
+ * tables above): which buffers exist, which slot it holds, which ticket is
+ * live; with f (NULL where the caller has none), what the flat says of
+ * it too.  Aborts naming the first that fails (FSDP_ASSERT), else returns
+ * 1.  Each transition ends with it where checks are built in. */
+int fsdp_grad_check(const fsdp_flat_ctx *c, const fsdp_grad *g, const fsdp_flat *f);
+
 /* Where a gradient that starts accumulating goes: the momentum (the flat's
  * grad_in_m), this rank's node slot (free, and the flat fits it), or a
  * full-size buffer of its own.  point follows it, with the slot's state of

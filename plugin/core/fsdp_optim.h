@@ -11,7 +11,21 @@
 
 #include <stddef.h>
 #include "fsdp.h"
+#include "fsdp_mem.h"
 #include "fsdp_optim_args.h"
+
+/* The optimizer's state for a rank's own part of a trainable flat. */
+typedef struct fsdp_optim_state {
+    float *m;            /* SGD's momentum, Adam's first moment */
+    float *v;            /* Adam's second moment; NULL under SGD */
+    int grad_in_m;       /* gradients accumulate into m (a world of one under SGD: fsdp_grad.h) */
+} fsdp_optim_state;
+
+/* Zeroed state for n floats in m's kind of memory.  Alone, SGD's gradient
+ * can accumulate straight into the momentum, as in Darknet's
+ * weight_updates: the same floats and no buffer. */
+fsdp_status fsdp_optim_state_alloc(const fsdp_mem_ctx *mem, fsdp_optim_state *s, size_t n, int adam, int world);
+void fsdp_optim_state_free(const fsdp_mem_ctx *mem, fsdp_optim_state *s);
 
 /* w, m (and v for Adam) hold n floats; g may be NULL (no gradient this step). */
 void fsdp_sgd(float *w, float *m, const float *g, size_t n, int decays, const fsdp_optim_args *a);

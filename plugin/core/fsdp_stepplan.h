@@ -34,7 +34,7 @@ typedef enum fsdp_op_kind {
     FSDP_OP_SETTLE,        /* the update: wait for the reduce in flight and step its group */
     FSDP_OP_STEP,          /* the update: a group that did not step in backward steps now */
     FSDP_OP_ACTS_IN,       /* a recomputed group's inner activations into the arena, for its forward */
-    FSDP_OP_ACTS_OUT,      /* ... out of it again, after its forward and after its backward */
+    FSDP_OP_ACTS_OUT,      /* a recomputed group's inner activations out of the arena, after its forward and backward */
     FSDP_OP_RECOMPUTE,     /* before its backward, parameters gathered: its forward again, in the arena */
     FSDP_OP_ACTS_BACK,     /* before its backward, a recomputed group whose forward's activations stayed: back into them */
     FSDP_OP_KINDS

@@ -19,6 +19,7 @@ typedef struct fsdp_tally {
     uint64_t bcast;              /* set-up's broadcasts */
     uint64_t ckpt;               /* gathers for saving */
     size_t model_state_bytes;    /* this rank's parameters and optimizer state */
+    size_t node_bytes;           /* node memory every rank maps: parameters and gradient slots */
     uint64_t faults_first_step, faults_last_step;   /* minor page faults at the end of step 1 and of the last */
 } fsdp_tally;
 

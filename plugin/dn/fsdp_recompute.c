@@ -190,7 +190,7 @@ static fsdp_status layout(fsdp_recompute *r, const network *net)
             int whole = k == last && k + 1 < net->n && net->layers[k + 1].type == DROPOUT;
             r->role[k] = l->type == DROPOUT ? ALIAS : whole ? WHOLE : kept(net, reader, k, last) ? KEPT : INNER;
             if (fsdp_layer_has_bn(l) && !whole) {
-                r->stat_off[k] = stats;
+                r->bn.off[k] = stats;
                 stats += 2 * (size_t)l->out_c;
             }
             r->off[k] = at;
@@ -198,7 +198,7 @@ static fsdp_status layout(fsdp_recompute *r, const network *net)
         }
         if (at > arena) arena = at;
     }
-    r->stat_floats = stats;
+    r->bn.floats = stats;
     r->arena_need = arena;
     free(reader);
     return FSDP_OK;
@@ -239,16 +239,16 @@ fsdp_status fsdp_recompute_setup(fsdp_recompute *r, const fsdp_mem_ctx *m, netwo
     if (r->pooled)
         for (int k = 0; k < r->n; ++k) r->pooled[k] = (unsigned char)fsdp_delta_pool_has(deltas, k);
     r->off = malloc((size_t)r->n * sizeof *r->off);
-    r->stat_off = malloc((size_t)r->n * sizeof *r->stat_off);
-    if (!r->role || !r->pooled || !r->off || !r->stat_off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < r->n; ++k) r->off[k] = r->stat_off[k] = NO_OFF;
+    r->bn.off = malloc((size_t)r->n * sizeof *r->bn.off);
+    if (!r->role || !r->pooled || !r->off || !r->bn.off) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < r->n; ++k) r->off[k] = r->bn.off[k] = NO_OFF;
     FSDP_TRY(layout(r, net));
     give_back(r, m, net);
     r->arena_floats = r->arena_need;
     r->arena = r->arena_floats ? fsdp_mem_alloc(m, r->arena_floats, 0) : NULL;
-    r->rolling = r->stat_floats ? fsdp_mem_alloc(m, r->stat_floats, 0) : NULL;
-    r->replay = r->stat_floats ? fsdp_mem_alloc(m, r->stat_floats, 1) : NULL;
-    if ((r->arena_floats && !r->arena) || (r->stat_floats && (!r->rolling || !r->replay)))
+    r->bn.rolling = r->bn.floats ? fsdp_mem_alloc(m, r->bn.floats, 0) : NULL;
+    r->bn.replay = r->bn.floats ? fsdp_mem_alloc(m, r->bn.floats, 1) : NULL;
+    if ((r->arena_floats && !r->arena) || (r->bn.floats && (!r->bn.rolling || !r->bn.replay)))
         return fsdp_fail(FSDP_ERR_NOMEM, "out of memory for the recomputed groups' activations (%zu MB)",
                          fsdp_recompute_bytes(r) >> 20);
     return FSDP_OK;
@@ -297,14 +297,14 @@ void fsdp_recompute_leave(const fsdp_recompute *r, network *net, int g)
     }
 }
 
-/* Batch norm's rolling statistics of layers first..last: to r->rolling
+/* Batch norm's rolling statistics of layers first..last: to r->bn.rolling
  * (save), or back from it. */
 static fsdp_status rolling(fsdp_recompute *r, network *net, int first, int last, int save)
 {
     for (int k = first; k <= last; ++k) {
-        if (r->stat_off[k] == NO_OFF) continue;
+        if (r->bn.off[k] == NO_OFF) continue;
         layer *l = &net->layers[k];
-        float *s = r->rolling + r->stat_off[k], *mean, *variance;
+        float *s = r->bn.rolling + r->bn.off[k], *mean, *variance;
         size_t c = (size_t)l->out_c;
         fsdp_layer_rolling(l, r->mem.device, &mean, &variance);
         if (save) {
@@ -344,9 +344,9 @@ fsdp_status fsdp_recompute_run(fsdp_recompute *r, network *net, int g)
  * another statistic, or a layer no recomputed group runs again. */
 static float *replay_slot(const fsdp_recompute *r, int layer, dn_bn_what what, int channels)
 {
-    if (layer < 0 || layer >= r->n || !r->stat_off || r->stat_off[layer] == NO_OFF) return NULL;
+    if (layer < 0 || layer >= r->n || !r->bn.off || r->bn.off[layer] == NO_OFF) return NULL;
     if (what != DN_BN_MEAN && what != DN_BN_VARIANCE) return NULL;
-    return r->replay + r->stat_off[layer] + (what == DN_BN_VARIANCE ? channels : 0);
+    return r->bn.replay + r->bn.off[layer] + (what == DN_BN_VARIANCE ? channels : 0);
 }
 
 fsdp_status fsdp_recompute_bn_replay(const fsdp_recompute *r, int layer, dn_bn_what what, float *x, int channels,
@@ -380,7 +380,7 @@ fsdp_status fsdp_recompute_resized(fsdp_recompute *r, const fsdp_mem_ctx *m, net
 
 size_t fsdp_recompute_bytes(const fsdp_recompute *r)
 {
-    return (r->arena_floats + 2 * r->stat_floats) * sizeof(float);
+    return (r->arena_floats + 2 * r->bn.floats) * sizeof(float);
 }
 
 void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *net)
@@ -390,13 +390,13 @@ void fsdp_recompute_release(fsdp_recompute *r, const fsdp_mem_ctx *m, network *n
         for (int g = 0; g < r->ngroups; ++g)
             if (r->group_on[g]) fsdp_recompute_leave(r, net, g);
     if (r->arena) fsdp_mem_free(m, r->arena);
-    if (r->rolling) fsdp_mem_free(m, r->rolling);
-    if (r->replay) fsdp_mem_free(m, r->replay);
+    if (r->bn.rolling) fsdp_mem_free(m, r->bn.rolling);
+    if (r->bn.replay) fsdp_mem_free(m, r->bn.replay);
     free(r->group_on);
     free(r->role);
     free(r->pooled);
     free(r->off);
-    free(r->stat_off);
+    free(r->bn.off);
     free(r->span);
     int enabled = r->enabled;
     *r = (fsdp_recompute){ .enabled = enabled };

@@ -63,6 +63,15 @@
 #include "fsdp_groups.h"
 #include "fsdp_mem.h"
 
+/* Batch norm's statistics of the recomputed groups' layers, in the
+ * layers' kind of memory. */
+typedef struct fsdp_recompute_bn {
+    float *rolling;          /* the rolling mean and variance, saved around a recomputation */
+    float *replay;           /* synchronized batch norm's global mean and variance from forward */
+    size_t *off;             /* per layer of a recomputed group with batch norm: its 2 * out_c in both */
+    size_t floats;
+} fsdp_recompute_bn;
+
 typedef struct fsdp_recompute {
     int enabled;             /* a training command (fsdp_commands.h) */
     int n;                   /* layers */
@@ -78,10 +87,7 @@ typedef struct fsdp_recompute {
     float *arena;
     size_t arena_floats;     /* made */
     size_t arena_need;       /* what the layers' sizes need now */
-    float *rolling;          /* batch norm's rolling mean and variance, saved around a recomputation */
-    float *replay;           /* synchronized batch norm's global mean and variance from forward */
-    size_t *stat_off;        /* per layer of a recomputed group with batch norm: its 2 * out_c in both */
-    size_t stat_floats;
+    fsdp_recompute_bn bn;    /* batch norm's statistics kept around a recomputation */
     int running;             /* a recomputation runs: batch norm replays */
     int set_up;
 } fsdp_recompute;

@@ -20,6 +20,7 @@ fsdp_status fsdp_engine_create(fsdp_ctl *ctl, fsdp_coll *coll, fsdp_engine **out
     e->coll = coll;
     e->mem.align = 1;
     fsdp_cfg_init(&e->cfg);
+    fsdp_engine_watch_init(e);
     return FSDP_OK;
 }
 
@@ -27,9 +28,9 @@ void fsdp_engine_set_options(fsdp_engine *e, const fsdp_engine_options *o)
 {
     /* Staged builds gather the slices over host memory's collectives, the
      * ones the engine was made with. */
-    e->stage = (fsdp_stage){ .enabled = o->staged, .rank = e->ctl->rank, .world = e->ctl->world, .coll = e->coll };
-    e->acts.enabled = e->deltas.enabled = o->acts;
-    e->rc.enabled = o->recompute;
+    e->dn.stage = (fsdp_stage){ .enabled = o->staged, .rank = e->ctl->rank, .world = e->ctl->world, .coll = e->coll };
+    e->dn.acts.enabled = e->dn.deltas.enabled = o->acts;
+    e->dn.recompute.enabled = o->recompute;
 }
 
 void fsdp_engine_set_coll(fsdp_engine *e, fsdp_coll *coll) { e->coll = coll; }
@@ -46,9 +47,9 @@ static void release_network(fsdp_engine *e)
         fsdp_flat_free(&e->flat, &e->groups[g].train);
         fsdp_flat_free(&e->flat, &e->groups[g].frozen);
     }
-    fsdp_acts_release(&e->acts, &e->mem, e->net);
-    fsdp_delta_pool_release(&e->deltas, &e->mem, e->net);
-    fsdp_recompute_release(&e->rc, &e->mem, e->net);
+    fsdp_acts_release(&e->dn.acts, &e->mem, e->net);
+    fsdp_delta_pool_release(&e->dn.deltas, &e->mem, e->net);
+    fsdp_recompute_release(&e->dn.recompute, &e->mem, e->net);
     fsdp_mem_pool_drain(&e->mem);
     e->mem.pool = NULL;
     free(e->groups);
@@ -66,8 +67,8 @@ fsdp_status fsdp_on_network_free(fsdp_engine *e, network *net)
 {
     if (net != e->net) return FSDP_OK;
     /* Darknet's own functions again, so nothing calls into a freed plan. */
-    fsdp_frozen_uninstall(net, e->orig);
-    e->orig = NULL;
+    fsdp_frozen_uninstall(net, e->dn.orig);
+    e->dn.orig = NULL;
     fsdp_status s = finish_reduce(e);
     release_network(e);   /* points every layer array it owned at NULL */
     return s;             /* e->net stays set: one network per process */
@@ -78,8 +79,8 @@ void fsdp_engine_free(fsdp_engine *e)
     if (!e) return;
     release_network(e);
     fsdp_cfg_free(&e->cfg);
-    fsdp_stage_free(&e->stage);
-    fsdp_bn_free(&e->bn);
+    fsdp_stage_free(&e->dn.stage);
+    fsdp_bn_free(&e->dn.bn);
     fsdp_tl_close(&e->tl);
     free(e);
 }
@@ -91,13 +92,13 @@ int fsdp_on_cfg_option(fsdp_engine *e, const char *file, int line, int layer, co
 
 fsdp_status fsdp_on_layer_built(fsdp_engine *e, network *net, int i)
 {
-    FSDP_TRY(fsdp_acts_layer_built(&e->acts, &e->cfg, net, i));
-    return fsdp_stage_layer_built(&e->stage, net, i);
+    FSDP_TRY(fsdp_acts_layer_built(&e->dn.acts, &e->cfg, net, i));
+    return fsdp_stage_layer_built(&e->dn.stage, net, i);
 }
 
 fsdp_status fsdp_on_load_layer(fsdp_engine *e, network *net, int i, dn_when when)
 {
-    return when == DN_BEFORE ? fsdp_stage_load_begin(&e->stage, net, i) : fsdp_stage_load_end(&e->stage, net, i);
+    return when == DN_BEFORE ? fsdp_stage_load_begin(&e->dn.stage, net, i) : fsdp_stage_load_end(&e->dn.stage, net, i);
 }
 
 /* resize_network() reallocated every output and delta, the ones the engine
@@ -107,9 +108,9 @@ fsdp_status fsdp_on_network_resized(fsdp_engine *e, network *net)
 {
     if (e->net != net || !e->plan.need_bwd) return FSDP_OK;
     fsdp_deltas_drop_unneeded(&e->plan, net);
-    FSDP_TRY(fsdp_acts_resized(&e->acts, &e->mem, net));
-    FSDP_TRY(fsdp_delta_pool_resized(&e->deltas, &e->mem, net));
-    return fsdp_recompute_resized(&e->rc, &e->mem, net);
+    FSDP_TRY(fsdp_acts_resized(&e->dn.acts, &e->mem, net));
+    FSDP_TRY(fsdp_delta_pool_resized(&e->dn.deltas, &e->mem, net));
+    return fsdp_recompute_resized(&e->dn.recompute, &e->mem, net);
 }
 
 /* A recomputed group's forward replays its batch norm's global statistics
@@ -120,11 +121,11 @@ fsdp_status fsdp_on_bn_sync(fsdp_engine *e, network *net, int layer, dn_bn_what 
     int replayed;
     /* A recurrent layer's sub-network: not one of the run's layers, whose
      * slots its layer index would name. */
-    if (!fsdp_bn_of_run(&e->bn, net)) return FSDP_OK;
-    FSDP_TRY(fsdp_recompute_bn_replay(&e->rc, layer, what, x, channels, &replayed));
+    if (!fsdp_bn_of_run(&e->dn.bn, net)) return FSDP_OK;
+    FSDP_TRY(fsdp_recompute_bn_replay(&e->dn.recompute, layer, what, x, channels, &replayed));
     if (replayed) return FSDP_OK;
-    FSDP_TRY(fsdp_bn_sync(&e->bn, net, layer, what, x, channels, count));
-    return fsdp_recompute_bn_record(&e->rc, layer, what, x, channels);
+    FSDP_TRY(fsdp_bn_sync(&e->dn.bn, net, layer, what, x, channels, count));
+    return fsdp_recompute_bn_record(&e->dn.recompute, layer, what, x, channels);
 }
 
 /* ---- what the layers above read ------------------------------------------ */
@@ -135,10 +136,10 @@ network *fsdp_engine_net(const fsdp_engine *e) { return e->net; }
 const fsdp_cfg *fsdp_engine_cfg(const fsdp_engine *e) { return &e->cfg; }
 const fsdp_mem_ctx *fsdp_engine_mem(const fsdp_engine *e) { return &e->mem; }
 const fsdp_tally *fsdp_engine_tally(const fsdp_engine *e) { return &e->tally; }
-const fsdp_bn *fsdp_engine_bn(const fsdp_engine *e) { return &e->bn; }
+const fsdp_bn *fsdp_engine_bn(const fsdp_engine *e) { return &e->dn.bn; }
 const fsdp_layout_plan *fsdp_engine_layout(const fsdp_engine *e) { return &e->plan; }
 const fsdp_step_plan *fsdp_engine_step_plan(const fsdp_engine *e) { return &e->step_plan; }
-int fsdp_engine_steps(const fsdp_engine *e) { return e->steps; }
+int fsdp_engine_steps(const fsdp_engine *e) { return e->step.taken; }
 int fsdp_engine_node_on(const fsdp_engine *e) { return e->node.on; }
 uint64_t fsdp_engine_plan_hash(const fsdp_engine *e) { return e->plan_hash; }
 int fsdp_engine_nflats(const fsdp_engine *e) { return 2 * e->ngroups; }
@@ -146,18 +147,18 @@ const fsdp_flat_ctx *fsdp_engine_flat_ctx(const fsdp_engine *e) { return &e->fla
 
 void fsdp_engine_group_params(const fsdp_engine *e, int g, size_t *train, size_t *frozen)
 {
-    *train = e->groups[g].train.params;
-    *frozen = e->groups[g].frozen.params;
+    *train = e->groups[g].train.lay.params;
+    *frozen = e->groups[g].frozen.lay.params;
 }
 
 int fsdp_engine_group_recomputes(const fsdp_engine *e, int g)
 {
-    return e->rc.group_on && e->rc.group_on[g];
+    return e->dn.recompute.group_on && e->dn.recompute.group_on[g];
 }
 
 uint64_t fsdp_engine_bytes_moved(const fsdp_engine *e)
 {
-    return e->tally.ag + e->tally.rs + e->tally.ar + e->bn.bytes;
+    return e->tally.ag + e->tally.rs + e->tally.ar + e->dn.bn.bytes;
 }
 
 fsdp_flat *fsdp_engine_flat(fsdp_engine *e, int i)
@@ -169,14 +170,14 @@ fsdp_engine_memory fsdp_engine_memory_of(const fsdp_engine *e)
 {
     return (fsdp_engine_memory){
         .pool_footprint = e->pool.footprint,
-        .node_bytes = e->node_bytes,
-        .stage_gather_bytes = e->stage.gather_bytes,
-        .acts_transient = e->acts.transient,
-        .acts_bytes = fsdp_acts_bytes(&e->acts),
-        .deltas_pooled = e->deltas.pooled,
-        .delta_pool_bytes = fsdp_delta_pool_bytes(&e->deltas),
-        .recompute_bytes = fsdp_recompute_bytes(&e->rc),
-        .recompute_groups = e->rc.ngroups_on,
+        .node_bytes = e->tally.node_bytes,
+        .stage_gather_bytes = e->dn.stage.gather_bytes,
+        .acts_transient = e->dn.acts.transient,
+        .acts_bytes = fsdp_acts_bytes(&e->dn.acts),
+        .deltas_pooled = e->dn.deltas.pooled,
+        .delta_pool_bytes = fsdp_delta_pool_bytes(&e->dn.deltas),
+        .recompute_bytes = fsdp_recompute_bytes(&e->dn.recompute),
+        .recompute_groups = e->dn.recompute.ngroups_on,
     };
 }
 
@@ -228,7 +229,7 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     int ntt = 0, ntf = 0, cap = 0;
     /* One group's layers whole at a time, from every rank's slices. */
     for (int k = 0; k < g->info->nlayers; ++k)
-        FSDP_TRY(fsdp_stage_take_back(&e->stage, net, g->info->layers[k]));
+        FSDP_TRY(fsdp_stage_take_back(&e->dn.stage, net, g->info->layers[k]));
     for (int k = 0; k < g->info->nlayers; ++k) {
         int i = g->info->layers[k];
         fsdp_tensor t[FSDP_MAX_TENSORS];
@@ -253,8 +254,8 @@ static fsdp_status setup_group(fsdp_engine *e, network *net, int gi)
     free(tf);
     const fsdp_flat *fl[2] = { &g->train, &g->frozen };
     for (int k = 0; k < 2; ++k) {
-        e->tally.model_state_bytes += fl[k]->state_bytes;
-        e->tally.bcast += fl[k]->bcast_bytes;
+        e->tally.model_state_bytes += fl[k]->lay.state_bytes;
+        e->tally.bcast += fl[k]->lay.bcast_bytes;
     }
     return s;
 }
@@ -298,8 +299,8 @@ static fsdp_status share_node(fsdp_engine *e)
     fsdp_node_layout at = fsdp_coll_node_layout(e->coll);
     size_t total = 0, slot = 0;
     for (int g = 0; g < e->ngroups; ++g) {
-        total += e->groups[g].train.nfull + e->groups[g].frozen.nfull;
-        if (e->groups[g].train.nfull > slot) slot = e->groups[g].train.nfull;
+        total += e->groups[g].train.lay.nfull + e->groups[g].frozen.lay.nfull;
+        if (e->groups[g].train.lay.nfull > slot) slot = e->groups[g].train.lay.nfull;
     }
     if (!total) return FSDP_OK;   /* no parameters to share */
     int nterms = at.ranks > at.machines ? at.ranks : at.machines;
@@ -319,16 +320,16 @@ static fsdp_status share_node(fsdp_engine *e)
     /* The first gather syncs. */
     e->node = (fsdp_node){ .on = 1, .at = at, .stale = 1, .grad_slots = slots, .reduce_slots = reduce_slots,
                            .slot_floats = slot, .terms = terms };
-    e->node_bytes = (total + slot * (size_t)at.ranks * (size_t)nslots) * sizeof(float);
+    e->tally.node_bytes = (total + slot * (size_t)at.ranks * (size_t)nslots) * sizeof(float);
     size_t off = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k) {
-            if (!fl[k]->nt) continue;
+            if (!fl[k]->lay.nt) continue;
             uint64_t sent;
             FSDP_TRY(fsdp_flat_move_to_node(&e->flat, fl[k], base + off));
             FSDP_TRY(fsdp_flat_own_written(&e->flat, fl[k], &sent));
-            off += fl[k]->nfull;
+            off += fl[k]->lay.nfull;
         }
     }
     return FSDP_OK;
@@ -382,7 +383,8 @@ static fsdp_status wire_exact(fsdp_engine *e, int exact)
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k)
-            if (fl[k]->nt && fl[k]->in_node) FSDP_TRY(fsdp_coll_peer_all_gather(e->coll, fl[k]->node, fl[k]->shard));
+            if (fl[k]->lay.nt && fl[k]->res.in_node)
+                FSDP_TRY(fsdp_coll_peer_all_gather(e->coll, fl[k]->res.node, fl[k]->lay.shard));
     }
     return fsdp_flat_node_sync(&e->flat);
 }
@@ -395,10 +397,17 @@ static fsdp_status refuse_unsupported(const fsdp_engine *e, const network *net)
                                                    e->plan.frozen }, net);
 }
 
-/* GPU runs, once set up: the device pool keeps what a step takes, counted
- * as the memory prediction counts it, and gives the rest back (fsdp_mem.h). */
-static fsdp_status device_pool_keep(fsdp_engine *e, const network *net)
+/* Once set up, buffers a step takes come back to a pool (fsdp_mem.h): the
+ * engine's own on the host; on GPU runs the driver's device pool, which keeps
+ * what a step takes, counted as the memory prediction counts it, and gives
+ * the rest back. */
+static fsdp_status settle_pools(fsdp_engine *e, const network *net)
 {
+    malloc_trim(0);
+    if (!e->mem.device) {
+        e->mem.pool = &e->pool;
+        return FSDP_OK;
+    }
     if (e->mem.no_pool) return FSDP_OK;
     size_t keep = fsdp_memplan_device_pool(e, net);
     FSDP_TRY(fsdp_mem_device_keep(&e->mem, keep));
@@ -408,7 +417,8 @@ static fsdp_status device_pool_keep(fsdp_engine *e, const network *net)
     return FSDP_OK;
 }
 
-fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
+/* Where the network computes, and whether the collectives can reach it. */
+static fsdp_status check_placement(fsdp_engine *e, network *net)
 {
     if (e->net)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "darknet-fsdp shards one network per process, and this "
@@ -420,65 +430,94 @@ fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
     if (!e->mem.device && e->coll->mem != FSDP_MEM_HOST)
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "this run computes on the host (-nogpu or a CPU build); "
                          "its collectives need the MPI backend");
+    return FSDP_OK;
+}
+
+/* The layout, the frozen layers' and recomputation's plans, and the step
+ * plan, once every rank agrees on them. */
+static fsdp_status plan_network(fsdp_engine *e, network *net)
+{
     fsdp_status local = e->cfg.error;
     if (local == FSDP_OK) local = fsdp_mem_device_setup(&e->mem, net->gpu_index);
     if (local == FSDP_OK) local = fsdp_plan_build(&e->plan, &e->cfg, net);
     if (local == FSDP_OK) local = refuse_unsupported(e, net);
-    if (local == FSDP_OK) local = fsdp_recompute_plan(&e->rc, &e->plan, &e->cfg, net, e->mem.device);
+    if (local == FSDP_OK) local = fsdp_recompute_plan(&e->dn.recompute, &e->plan, &e->cfg, net, e->mem.device);
     if (local == FSDP_OK) e->plan_hash = plan_hash(e, net);
     /* Everything the ranks must agree on: the plan, and shard_node_shared. */
     int node_key = e->cfg.node_shared_set ? e->cfg.node_shared : -1;
     FSDP_TRY(agree(e, local, fsdp_fnv1a(e->plan_hash, &node_key, sizeof node_key)));
-
     e->net = net;
     e->ngroups = e->plan.ngroups;
     fsdp_step_inputs in = { &e->plan, net, e->cfg.strategy, e->cfg.reshard_after_forward,
-                            prefetch_wanted(e) && fsdp_coll_starts_all_gather(e->coll), e->rc.group_on };
-    FSDP_TRY(fsdp_step_plan_build(&e->step_plan, &in));
+                            prefetch_wanted(e) && fsdp_coll_starts_all_gather(e->coll), e->dn.recompute.group_on };
+    return fsdp_step_plan_build(&e->step_plan, &in);
+}
+
+/* Every group's flats, from Darknet's arrays (which they free). */
+static fsdp_status build_groups(fsdp_engine *e, network *net)
+{
     /* A staged build gathers every layer from the same slices on every rank. */
-    e->flat = (fsdp_flat_ctx){ &e->mem, e->ctl, e->coll, e->stage.enabled, &e->node, &e->tl };
+    e->flat = (fsdp_flat_ctx){ &e->mem, e->ctl, e->coll, e->dn.stage.enabled, &e->node, &e->tl };
     e->groups = calloc((size_t)e->ngroups, sizeof *e->groups);
     e->tally.group = calloc((size_t)e->ngroups, sizeof *e->tally.group);
     if (!e->groups || !e->tally.group) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < net->n; ++i) fsdp_layer_free_darknet_optimizer(&net->layers[i]);
     for (int g = 0; g < e->ngroups; ++g) FSDP_TRY(setup_group(e, net, g));
-    fsdp_stage_free(&e->stage);
+    fsdp_stage_free(&e->dn.stage);
+    return FSDP_OK;
+}
+
+/* What the engine does to the layers beside their parameters (dn/). */
+static fsdp_status attach_layers(fsdp_engine *e, network *net)
+{
+    fsdp_engine_dn *d = &e->dn;
+    fsdp_deltas_drop_unneeded(&e->plan, net);
+    FSDP_TRY(fsdp_acts_setup(&d->acts, &e->plan, &e->mem, net));
+    FSDP_TRY(fsdp_delta_pool_setup(&d->deltas, &e->plan, &e->mem, net));
+    FSDP_TRY(fsdp_recompute_setup(&d->recompute, &e->mem, net, &d->deltas));
+    FSDP_TRY(fsdp_frozen_install(&e->plan, net, &d->orig));
+    return fsdp_bn_attach(&d->bn, net, e->ctl, e->coll, &e->mem, &e->plan);
+}
+
+/* Rank 0's start-up lines: the model's size, the groups the cfg left to
+ * the plugin, the groups that recompute. */
+static void say_built(const fsdp_engine *e)
+{
+    size_t trainable = 0, frozen = 0;
+    for (int g = 0; g < e->ngroups; ++g) {
+        trainable += e->groups[g].train.lay.params;
+        frozen += e->groups[g].frozen.lay.params;
+    }
+    fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
+            "%.1f MB model state per rank\n", e->ctl->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
+            trainable, frozen, e->tally.model_state_bytes / 1e6);
+    if (e->plan.auto_default) {
+        char acts[96] = "";
+        if (e->plan.auto_acts)
+            snprintf(acts, sizeof acts, " or of 1/%d of its activations (recompute=1), whichever ends first",
+                     FSDP_RECOMPUTE_SEGMENTS);
+        fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
+                "parameters (a %dth of the model, at least %d)%s: a rank gathers one group at a time instead "
+                "of keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
+                e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN, acts);
+    }
+    if (e->dn.recompute.ngroups_on)
+        fprintf(stderr, "fsdp: %d of %d groups recompute their activations in backward (recompute=1): "
+                "%.1f MB of activations shared between them\n", e->dn.recompute.ngroups_on, e->ngroups,
+                fsdp_recompute_bytes(&e->dn.recompute) / 1e6);
+}
+
+fsdp_status fsdp_on_network_built(fsdp_engine *e, network *net)
+{
+    FSDP_TRY(check_placement(e, net));
+    FSDP_TRY(plan_network(e, net));
+    FSDP_TRY(build_groups(e, net));
     set_wire(e);
     FSDP_TRY(share_node(e));
-    fsdp_deltas_drop_unneeded(&e->plan, net);
-    FSDP_TRY(fsdp_acts_setup(&e->acts, &e->plan, &e->mem, net));
-    FSDP_TRY(fsdp_delta_pool_setup(&e->deltas, &e->plan, &e->mem, net));
-    FSDP_TRY(fsdp_recompute_setup(&e->rc, &e->mem, net, &e->deltas));
-    FSDP_TRY(fsdp_frozen_install(&e->plan, net, &e->orig));
-    FSDP_TRY(fsdp_bn_attach(&e->bn, net, e->ctl, e->coll, &e->mem, &e->plan));
-    malloc_trim(0);
-    /* Buffers a step takes come back to the pool (fsdp_mem.h; the driver's on the device) from now on. */
-    if (!e->mem.device) e->mem.pool = &e->pool;
-    else FSDP_TRY(device_pool_keep(e, net));
-    if (e->ctl->rank == 0) {
-        size_t trainable = 0, frozen = 0;
-        for (int g = 0; g < e->ngroups; ++g) {
-            trainable += e->groups[g].train.params;
-            frozen += e->groups[g].frozen.params;
-        }
-        fprintf(stderr, "fsdp: world %d, shard=%s, %d groups, %zu trainable + %zu frozen parameters, "
-                "%.1f MB model state per rank\n", e->ctl->world, fsdp_strategy_str(e->cfg.strategy), e->ngroups,
-                trainable, frozen, e->tally.model_state_bytes / 1e6);
-        if (e->plan.auto_default) {
-            char acts[96] = "";
-            if (e->plan.auto_acts)
-                snprintf(acts, sizeof acts, " or of 1/%d of its activations (recompute=1), whichever ends first",
-                         FSDP_RECOMPUTE_SEGMENTS);
-            fprintf(stderr, "fsdp: the cfg names no groups, so its layers form %d groups of at least %ld "
-                    "parameters (a %dth of the model, at least %d)%s: a rank gathers one group at a time instead "
-                    "of keeping the whole model gathered; shard_auto_group=0 keeps them in one root group\n",
-                    e->ngroups - 1, e->plan.auto_group, FSDP_DEFAULT_GROUPS, FSDP_DEFAULT_GROUP_MIN, acts);
-        }
-        if (e->rc.ngroups_on)
-            fprintf(stderr, "fsdp: %d of %d groups recompute their activations in backward (recompute=1): "
-                    "%.1f MB of activations shared between them\n", e->rc.ngroups_on, e->ngroups,
-                    fsdp_recompute_bytes(&e->rc) / 1e6);
-    }
+    FSDP_TRY(attach_layers(e, net));
+    FSDP_TRY(settle_pools(e, net));
+    if (e->ctl->rank == 0) say_built(e);
+    FSDP_CHECK(fsdp_engine_check(e));
     return FSDP_OK;
 }
 
@@ -490,29 +529,27 @@ static fsdp_flat *flat_of(fsdp_engine *e, const fsdp_op *op)
     return op->flat == FSDP_FLAT_FROZEN ? &g->frozen : &g->train;
 }
 
-/* Unshard: gather a flat for compute, counting the bytes (backward gathers too). */
+/* Unshard: gather a flat for compute (backward gathers too). */
 static fsdp_status unshard(fsdp_engine *e, const fsdp_op *op)
 {
     uint64_t bytes;
-    int prefetched = flat_of(e, op)->state == FSDP_FLAT_GATHERING;
+    int prefetched = flat_of(e, op)->res.state == FSDP_FLAT_GATHERING;
     FSDP_TRY(fsdp_flat_unshard(&e->flat, flat_of(e, op), &bytes));
-    if (prefetched) fsdp_tl_end(&e->tl, fsdp_tl_find_open(&e->tl, "prefetch", op->group), 0, 0);
-    if (!bytes) return FSDP_OK;
-    fsdp_group_tally *t = &e->tally.group[op->group];
-    t->ag_bytes += bytes;
-    e->tally.ag += bytes;
-    if (op->backward) ++t->backward_gathers;
+    if (prefetched)
+        fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_WAITED, .group = op->group, .waited = FSDP_OP_PREFETCH });
+    if (bytes) fsdp_engine_moved(e, op, op->group, FSDP_MOVED_GATHER, bytes);
     return FSDP_OK;
 }
 
 /* Waits for the reduce-scatter in flight, if the backend started one. */
 static fsdp_status finish_reduce(fsdp_engine *e)
 {
-    fsdp_group *g = e->rs_inflight;
-    e->rs_inflight = NULL;
+    fsdp_group *g = e->step.rs_inflight;
+    e->step.rs_inflight = NULL;
     if (!g) return FSDP_OK;
     fsdp_status s = fsdp_grad_reduce_wait(&e->flat, &g->grad);
-    fsdp_tl_end(&e->tl, fsdp_tl_find_open(&e->tl, "reduce", (int)(g - e->groups)), 0, 0);
+    fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_WAITED, .group = (int)(g - e->groups),
+                                    .waited = FSDP_OP_REDUCE });
     return s;
 }
 
@@ -524,44 +561,42 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
     fsdp_flat *f = &g->train;
     FSDP_ASSERT(!g->updated, "a group steps once per update");
     g->updated = 1;
-    if (!f->nt) return FSDP_OK;
+    if (!f->lay.nt) return FSDP_OK;
     FSDP_ASSERT(g->grad.state == FSDP_GRAD_NONE || g->grad.state == FSDP_GRAD_REDUCED ||
                 g->grad.state == FSDP_GRAD_IN_SLOTS, "optimizer step: a gradient NONE, REDUCED or IN_SLOTS");
     const float *grad = fsdp_grad_reduced(&g->grad);
     int slots = g->grad.state == FSDP_GRAD_IN_SLOTS;
     /* Over the count placement (the memory prediction) the step moves no value. */
-    int nruns = fsdp_mem_computes(&e->mem) ? f->nruns : 0;
+    int nruns = fsdp_mem_computes(&e->mem) ? f->lay.nruns : 0;
     for (int r = 0; r < nruns; ++r) {
-        const fsdp_run *run = &f->runs[r];
+        const fsdp_run *run = &f->lay.runs[r];
         fsdp_optim_args o = { a->learning_rate * run->owner->learning_rate_scale, a->momentum, a->decay,
                               a->batch, a->adam, a->B1, a->B2, a->eps, a->t };
+        float *w = f->res.own + run->off, *m = f->opt.m + run->off, *v = f->opt.v ? f->opt.v + run->off : NULL;
         if (!slots) {
-            fsdp_optim_step(e->mem.device, f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL,
-                            grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
+            fsdp_optim_step(e->mem.device, w, m, v, grad ? grad + run->off : NULL, run->len, run->is_weight, &o);
             continue;
         }
         /* Node slots: the reduce-scatter's sums straight into the step
          * (the optimizer is elementwise). */
         int nterms;
         const float *const *terms = fsdp_grad_slot_terms(&e->flat, &g->grad, f, run->off, &nterms);
-        fsdp_optim_step_sum(f->own + run->off, f->m + run->off, f->v ? f->v + run->off : NULL, terms, nterms,
-                            run->len, run->is_weight, &o);
+        fsdp_optim_step_sum(w, m, v, terms, nterms, run->len, run->is_weight, &o);
     }
     /* Hybrid sharding (node memory on several machines): the updated part
      * goes to this rank's peers, an all-gather between machines. */
     uint64_t sent;
     FSDP_TRY(fsdp_flat_own_written(&e->flat, f, &sent));
-    e->tally.group[k].ag_bytes += sent;
-    e->tally.ag += sent;
-    e->tally.peer += sent;
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_GATHER, sent);
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_PEER, sent);
     FSDP_TRY(fsdp_grad_spent(&e->flat, &g->grad));
     if (e->cfg.strategy == FSDP_SHARD_GRAD_OP) {
         /* Replicated parameters: every rank takes every updated shard (a
          * world of one updated its replica in place).  Safe in backward: no
          * layer of the group computes again in this step. */
-        if (e->ctl->world > 1) FSDP_TRY(fsdp_coll_all_gather(e->coll, f->own, f->full, f->shard));  /* in place */
-        e->tally.group[k].ag_bytes += f->nfull * sizeof(float);
-        e->tally.ag += f->nfull * sizeof(float);
+        if (e->ctl->world > 1)
+            FSDP_TRY(fsdp_coll_all_gather(e->coll, f->res.own, f->res.full, f->lay.shard));   /* in place */
+        fsdp_engine_moved(e, NULL, k, FSDP_MOVED_GATHER, f->lay.nfull * sizeof(float));
     }
     return FSDP_OK;
 }
@@ -569,7 +604,7 @@ static fsdp_status update_group(fsdp_engine *e, int k, const update_args *a)
 /* Waits for the reduce-scatter in flight and steps its group. */
 static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a)
 {
-    fsdp_group *g = e->rs_inflight;
+    fsdp_group *g = e->step.rs_inflight;
     FSDP_TRY(finish_reduce(e));
     return g ? update_group(e, (int)(g - e->groups), a) : FSDP_OK;
 }
@@ -579,7 +614,7 @@ static fsdp_status settle_reduce(fsdp_engine *e, const update_args *a)
  * checks them against Darknet's own. */
 static const update_args *backward_args(fsdp_engine *e, network *net)
 {
-    if (!e->args_set) {
+    if (!e->step.args_set) {
         update_args a = { 0 };
         a.batch = net->batch * net->subdivisions * e->ctl->world;
         a.learning_rate = get_current_rate(net);
@@ -590,10 +625,10 @@ static const update_args *backward_args(fsdp_engine *e, network *net)
         a.B2 = net->B2;
         a.eps = net->eps;
         a.t = *net->t + 1;   /* update_network counts the update before it runs */
-        e->step_args = a;
-        e->args_set = 1;
+        e->step.args = a;
+        e->step.args_set = 1;
     }
-    return &e->step_args;
+    return &e->step.args;
 }
 
 /* The last micro-batch's post-backward: reduce the gradient (one
@@ -606,60 +641,29 @@ static fsdp_status reduce(fsdp_engine *e, int k, const update_args *a)
     fsdp_status s = settle_reduce(e, a);
     if (s == FSDP_OK) s = fsdp_grad_reduce(&e->flat, &g->grad, &g->train, &rs, &ar);
     /* Summed on each machine, then exchanged with the peers alone. */
-    if (g->grad.state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1) e->tally.peer += rs;
+    if (g->grad.state == FSDP_GRAD_IN_SLOTS && e->node.at.machines > 1)
+        fsdp_engine_moved(e, NULL, k, FSDP_MOVED_PEER, rs);
     if (g->grad.state == FSDP_GRAD_REDUCING) {
-        FSDP_ASSERT(!e->rs_inflight, "one reduce-scatter in flight at a time");
-        e->rs_inflight = g;
+        FSDP_ASSERT(!e->step.rs_inflight, "one reduce-scatter in flight at a time");
+        e->step.rs_inflight = g;
     } else if (s == FSDP_OK && (g->grad.state == FSDP_GRAD_REDUCED || g->grad.state == FSDP_GRAD_IN_SLOTS)) {
         s = update_group(e, k, a);
     }
-    e->tally.group[k].rs_bytes += rs;
-    e->tally.group[k].ar_bytes += ar;
-    e->tally.rs += rs;
-    e->tally.ar += ar;
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_REDUCE_SCATTER, rs);
+    fsdp_engine_moved(e, NULL, k, FSDP_MOVED_ALL_REDUCE, ar);
     return s;
-}
-
-/* The ops a log's events name (fsdp_timeline.h); NULL: not an event. */
-static const char *op_event(fsdp_op_kind k)
-{
-    switch (k) {
-    case FSDP_OP_UNSHARD: return "gather";
-    case FSDP_OP_PREFETCH: return "prefetch";
-    case FSDP_OP_RECOMPUTE: return "recompute";
-    case FSDP_OP_REDUCE: return "reduce";
-    case FSDP_OP_SETTLE: return "settle";
-    case FSDP_OP_STEP: return "step";
-    default: return NULL;
-    }
 }
 
 static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_args *a);
 
-/* One op of the step plan on the flats.  `a` is the update's arguments
- * where an op steps the optimizer (reduce, settle, step), else NULL. */
+/* One op of the step plan on the flats, its observers told.  `a` is the
+ * update's arguments where an op steps the optimizer (reduce, settle,
+ * step), else NULL. */
 static fsdp_status run_op(fsdp_engine *e, const fsdp_op *op, const update_args *a)
 {
-    const char *what = e->tl.on ? op_event(op->kind) : NULL;
-    if (!what) return run_op_now(e, op, a);
-    fsdp_wire w0 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
-    int ev = fsdp_tl_begin(&e->tl, what, op->group);
+    fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_BEGIN, .op = op, .group = op->group });
     fsdp_status s = run_op_now(e, op, a);
-    fsdp_wire w1 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
-    /* An exchange started here (the updated parts) has its own event. */
-    uint64_t started_out = 0, started_in = 0;
-    if (e->node.publishing && fsdp_tl_find_open(&e->tl, "parts", -2) > ev) {
-        started_out = e->node.publish_out;
-        started_in = e->node.publish_in;
-    }
-    uint64_t out = w1.out - w0.out - started_out, in = w1.in - w0.in - started_in;
-    /* A started gather or reduce-scatter lasts until its wait (unshard,
-     * finish_reduce). */
-    if ((op->kind == FSDP_OP_PREFETCH && flat_of(e, op)->state == FSDP_FLAT_GATHERING) ||
-        (op->kind == FSDP_OP_REDUCE && e->rs_inflight == &e->groups[op->group]))
-        fsdp_tl_add_bytes(&e->tl, ev, out, in);
-    else
-        fsdp_tl_end(&e->tl, ev, out, in);
+    fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_END, .op = op, .group = op->group });
     return s;
 }
 
@@ -672,19 +676,19 @@ static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_ar
 {
     /* A counting copy runs the flats' operations alone: the activations'
      * arenas are counted with the activations (fsdp_memplan.c). */
-    if (e->counts && fsdp_op_on_activations(op->kind)) return FSDP_OK;
+    if (e->counting && fsdp_op_on_activations(op->kind)) return FSDP_OK;
     switch (op->kind) {
     case FSDP_OP_UNSHARD: return unshard(e, op);
     case FSDP_OP_PREFETCH:
         /* A group still gathered (kept from its forward for its backward, or
          * every group under reshard_after_forward=0) needs none. */
-        if (flat_of(e, op)->state != FSDP_FLAT_SHARDED) return FSDP_OK;
+        if (flat_of(e, op)->res.state != FSDP_FLAT_SHARDED) return FSDP_OK;
         return fsdp_flat_unshard_start(&e->flat, flat_of(e, op));
     case FSDP_OP_RESHARD:
         /* The update gives back whatever is still gathered (the root, a
          * group kept for a backward that never came); others went back
          * after their forward or backward. */
-        if (flat_of(e, op)->state == FSDP_FLAT_GATHERED) fsdp_flat_reshard(&e->flat, flat_of(e, op));
+        if (flat_of(e, op)->res.state == FSDP_FLAT_GATHERED) fsdp_flat_reshard(&e->flat, flat_of(e, op));
         return FSDP_OK;
     case FSDP_OP_GRAD_POINT: return fsdp_grad_point(&e->flat, &e->groups[op->group].grad, flat_of(e, op));
     case FSDP_OP_GRAD_UNPOINT: fsdp_grad_unpoint(&e->groups[op->group].grad, flat_of(e, op)); return FSDP_OK;
@@ -697,13 +701,13 @@ static fsdp_status run_op_now(fsdp_engine *e, const fsdp_op *op, const update_ar
         return s;
     }
     case FSDP_OP_ACTS_IN:
-        fsdp_recompute_enter_forward(&e->rc, e->net, op->group);
+        fsdp_recompute_enter_forward(&e->dn.recompute, e->net, op->group);
         return FSDP_OK;
     case FSDP_OP_ACTS_OUT:
-        fsdp_recompute_leave(&e->rc, e->net, op->group);
+        fsdp_recompute_leave(&e->dn.recompute, e->net, op->group);
         return FSDP_OK;
-    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->rc, e->net, op->group);
-    case FSDP_OP_ACTS_BACK: return fsdp_recompute_enter_backward(&e->rc, e->net, op->group);
+    case FSDP_OP_RECOMPUTE: return fsdp_recompute_run(&e->dn.recompute, e->net, op->group);
+    case FSDP_OP_ACTS_BACK: return fsdp_recompute_enter_backward(&e->dn.recompute, e->net, op->group);
     case FSDP_OP_KINDS: break;
     }
     return fsdp_fail(FSDP_ERR_UNSUPPORTED, "step plan: unknown operation %d", (int)op->kind);
@@ -729,29 +733,16 @@ static int run_ahead(fsdp_engine *e, const fsdp_op *ops, int n, int k, int train
     enum { MOST = 8 };   /* a group's two flats, a few groups at one point */
     if (u == k || p == u || u - k > MOST) return k;
     *s = FSDP_OK;
-    /* A started gather's event runs from its start to its wait's end. */
-    int ev[MOST];
-    uint64_t out[MOST], in[MOST];
     for (int j = k; j < u && *s == FSDP_OK; ++j) {
-        ev[j - k] = -1;
-        if (!fsdp_op_applies(&ops[j], training, last) || flat_of(e, &ops[j])->state != FSDP_FLAT_SHARDED) continue;
-        fsdp_wire w0 = e->coll->wire ? *e->coll->wire : (fsdp_wire){ 0 };
-        ev[j - k] = fsdp_tl_begin(&e->tl, "gather", ops[j].group);
+        if (!fsdp_op_applies(&ops[j], training, last) || flat_of(e, &ops[j])->res.state != FSDP_FLAT_SHARDED) continue;
+        fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_AHEAD, .op = &ops[j], .group = ops[j].group });
         *s = fsdp_flat_unshard_start(&e->flat, flat_of(e, &ops[j]));
-        out[j - k] = e->coll->wire ? e->coll->wire->out - w0.out : 0;
-        in[j - k] = e->coll->wire ? e->coll->wire->in - w0.in : 0;
+        fsdp_engine_see(e, (fsdp_seen){ .kind = FSDP_SEEN_STARTED, .op = &ops[j], .group = ops[j].group });
     }
     for (int j = u; j < p && *s == FSDP_OK; ++j)
         if (fsdp_op_applies(&ops[j], training, last)) *s = run_op(e, &ops[j], NULL);
-    for (int j = k; j < u && *s == FSDP_OK; ++j) {
-        if (!fsdp_op_applies(&ops[j], training, last)) continue;
-        if (ev[j - k] < 0) {
-            *s = run_op(e, &ops[j], NULL);
-            continue;
-        }
-        *s = run_op_now(e, &ops[j], NULL);
-        fsdp_tl_end(&e->tl, ev[j - k], out[j - k], in[j - k]);
-    }
+    for (int j = k; j < u && *s == FSDP_OK; ++j)
+        if (fsdp_op_applies(&ops[j], training, last)) *s = run_op(e, &ops[j], NULL);
     return p;
 }
 
@@ -770,9 +761,10 @@ fsdp_status fsdp_engine_run_point(fsdp_engine *e, network *net, int i, fsdp_at a
             continue;
         }
         /* A counting copy steps nothing, so needs no learning rate. */
-        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = e->counts ? &e->step_args : backward_args(e, net);
+        if (ops[k].kind == FSDP_OP_REDUCE && !a) a = e->counting ? &e->step.args : backward_args(e, net);
         FSDP_TRY(run_op(e, &ops[k], a));
     }
+    FSDP_CHECK(fsdp_engine_check(e));
     return FSDP_OK;
 }
 
@@ -791,7 +783,7 @@ static fsdp_status run_at(fsdp_engine *e, network *net, int i, fsdp_at at)
 fsdp_status fsdp_on_forward(fsdp_engine *e, network *net, int i, dn_when when)
 {
     if (net != e->net) return FSDP_OK;
-    fsdp_acts_forward(&e->acts, net, i, when);
+    fsdp_acts_forward(&e->dn.acts, net, i, when);
     return run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_FORWARD_BEFORE : FSDP_AT_FORWARD_AFTER);
 }
 
@@ -803,9 +795,9 @@ fsdp_status fsdp_on_backward(fsdp_engine *e, network *net, int i, dn_when when, 
         *skip = 1;
         return FSDP_OK;
     }
-    if (when == DN_BEFORE) FSDP_TRY(fsdp_delta_pool_backward(&e->deltas, net, i, when));
+    if (when == DN_BEFORE) FSDP_TRY(fsdp_delta_pool_backward(&e->dn.deltas, net, i, when));
     FSDP_TRY(run_at(e, net, i, when == DN_BEFORE ? FSDP_AT_BACKWARD_BEFORE : FSDP_AT_BACKWARD_AFTER));
-    return when == DN_AFTER ? fsdp_delta_pool_backward(&e->deltas, net, i, when) : FSDP_OK;
+    return when == DN_AFTER ? fsdp_delta_pool_backward(&e->dn.deltas, net, i, when) : FSDP_OK;
 }
 
 /* ---- update -------------------------------------------------------------- */
@@ -828,16 +820,16 @@ static int same_args(const update_args *a, const update_args *b)
 static fsdp_status sync_late_steps(fsdp_engine *e)
 {
     int late = 0;
-    for (int k = 0; k < e->ngroups; ++k) late |= !e->groups[k].updated && e->groups[k].train.in_node;
+    for (int k = 0; k < e->ngroups; ++k) late |= !e->groups[k].updated && e->groups[k].train.res.in_node;
     return late ? fsdp_flat_node_sync(&e->flat) : FSDP_OK;
 }
 
 fsdp_status fsdp_on_update(fsdp_engine *e, network *net, const update_args *a)
 {
-    if (e->args_set && !same_args(a, &e->step_args))
+    if (e->step.args_set && !same_args(a, &e->step.args))
         return fsdp_fail(FSDP_ERR_UNSUPPORTED, "update %d: Darknet's update (learning rate %g, batch %d, t %d) "
                          "is not the one the groups took in backward (%g, %d, %d)", a->t, a->learning_rate,
-                         a->batch, a->t, e->step_args.learning_rate, e->step_args.batch, e->step_args.t);
+                         a->batch, a->t, e->step.args.learning_rate, e->step.args.batch, e->step.args.t);
     FSDP_TRY(fsdp_engine_run_update(e, a));
     return fsdp_optim_status(e->mem.device);   /* a kernel of the step that failed */
 }
@@ -853,18 +845,19 @@ fsdp_status fsdp_engine_run_update(fsdp_engine *e, const update_args *a)
         }
         FSDP_TRY(run_op(e, &ops[k], a));
     }
-    e->args_set = 0;
+    e->step.args_set = 0;
+    FSDP_CHECK(fsdp_engine_check(e));
     return FSDP_OK;
 }
 
 fsdp_status fsdp_on_train_step(fsdp_engine *e, network *net, float *loss)
 {
     if (net != e->net) return FSDP_OK;
-    ++e->steps;
+    ++e->step.taken;
     /* Page faults of the steady state: from the end of the first step on. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    if (e->steps == 1) e->tally.faults_first_step = (uint64_t)ru.ru_minflt;
+    if (e->step.taken == 1) e->tally.faults_first_step = (uint64_t)ru.ru_minflt;
     e->tally.faults_last_step = (uint64_t)ru.ru_minflt;
     if (e->ctl->world == 1) return FSDP_OK;
     double v = *loss;
@@ -885,15 +878,15 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
     fsdp_group *g = &e->groups[e->plan.layer_group[i]];
     fsdp_flat *fl[2] = { &g->train, &g->frozen };
     int last = i == g->info->layers[g->info->nlayers - 1];
-    if (when == DN_BEFORE && !e->saving) {
-        e->saving = 1;
+    if (when == DN_BEFORE && !e->step.saving) {
+        e->step.saving = 1;
         FSDP_TRY(wire_exact(e, 1));
     }
     for (int k = 0; k < 2; ++k) {
         if (when == DN_BEFORE) {
             uint64_t bytes;
             FSDP_TRY(fsdp_flat_save_begin(&e->flat, fl[k], &bytes));
-            e->tally.ckpt += bytes;
+            fsdp_engine_moved(e, NULL, g->info - e->plan.groups, FSDP_MOVED_SAVE, bytes);
         } else if (last) {
             fsdp_flat_save_end(&e->flat, fl[k]);
         }
@@ -903,7 +896,7 @@ fsdp_status fsdp_on_save_layer(fsdp_engine *e, network *net, int i, dn_when when
 
 fsdp_status fsdp_on_save_check(fsdp_engine *e, network *net)
 {
-    return fsdp_bn_check_rolling(&e->bn, net);
+    return fsdp_bn_check_rolling(&e->dn.bn, net);
 }
 
 fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)
@@ -913,8 +906,8 @@ fsdp_status fsdp_on_save_end(fsdp_engine *e, network *net, const char *file)
         fsdp_flat_save_end(&e->flat, &e->groups[k].train);
         fsdp_flat_save_end(&e->flat, &e->groups[k].frozen);
     }
-    if (!e->saving) return FSDP_OK;
-    e->saving = 0;
+    if (!e->step.saving) return FSDP_OK;
+    e->step.saving = 0;
     return wire_exact(e, 0);
 }
 
@@ -925,11 +918,12 @@ void fsdp_engine_describe_wait(const fsdp_engine *e, const void *buf, char *out,
         const fsdp_group *g = &e->groups[k];
         const fsdp_flat *fl[2] = { &g->train, &g->frozen };
         for (int j = 0; j < 2; ++j)
-            if (buf == fl[j]->full || buf == fl[j]->pending) group = g->info->name;
+            if (buf == fl[j]->res.full || buf == fl[j]->res.pending) group = g->info->name;
         if (buf == g->grad.buf || buf == g->grad.rs_source) group = g->info->name;
     }
     if (!e->net) snprintf(out, n, "(at start-up)");
-    else if (group && !strcmp(group, FSDP_ROOT_NAME)) snprintf(out, n, "(root group, training step %d)", e->steps + 1);
-    else if (group) snprintf(out, n, "(group %s, training step %d)", group, e->steps + 1);
-    else snprintf(out, n, "(training step %d)", e->steps + 1);
+    else if (group && !strcmp(group, FSDP_ROOT_NAME))
+        snprintf(out, n, "(root group, training step %d)", e->step.taken + 1);
+    else if (group) snprintf(out, n, "(group %s, training step %d)", group, e->step.taken + 1);
+    else snprintf(out, n, "(training step %d)", e->step.taken + 1);
 }

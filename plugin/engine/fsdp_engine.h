@@ -24,7 +24,7 @@
  *                 in backward or at the update   (at most one step per
  *                                                group per update)
  *   args_set      the update's first reduce      the update
- *                 (step_args: what
+ *                 (step.args: what
  *                 update_network will pass)
  *
  * Where the plan names an operation that the flat's state makes
@@ -34,7 +34,12 @@
  * update gives back whatever is still gathered: the root, a group kept for
  * a backward that never came; frozen parameters backward did not gather).
  * The flat itself keeps a GATHERED flat on unshard, moving nothing
- * (fsdp_flat.h: the root stays gathered through the step). */
+ * (fsdp_flat.h: the root stays gathered through the step).
+ *
+ * What the engine counts and records (the tally, the timeline) its
+ * observers do: it reports each operation's beginning and end, the bytes
+ * moved for each group, and the waits of exchanges started earlier
+ * (fsdp_observer.h). */
 #ifndef FSDP_ENGINE_H
 #define FSDP_ENGINE_H
 

@@ -126,15 +126,15 @@ static void track(size_t *live, size_t *peak, long long delta)
 static size_t flat_arrays(const fsdp_flat *f, int staged, int world)
 {
     size_t n = 0;
-    for (int k = 0; k < f->nt; ++k)
-        n += staged ? (size_t)world * fsdp_stage_slice(f->t[k].count, world) : f->t[k].count;
+    for (int k = 0; k < f->lay.nt; ++k)
+        n += staged ? (size_t)world * fsdp_stage_slice(f->lay.t[k].count, world) : f->lay.t[k].count;
     return n * sizeof(float);
 }
 
 static size_t flat_slices(const fsdp_flat *f, int world)
 {
     size_t n = 0;
-    for (int k = 0; k < f->nt; ++k) n += fsdp_stage_slice(f->t[k].count, world);
+    for (int k = 0; k < f->lay.nt; ++k) n += fsdp_stage_slice(f->lay.t[k].count, world);
     return n * sizeof(float);
 }
 
@@ -169,7 +169,7 @@ static size_t staged_build(const fsdp_engine *e, const network *net, int loads_w
 static void build_and_setup(const fsdp_engine *e, const network *net, int loads_weights, size_t *build,
                             size_t *setup)
 {
-    int staged = e->stage.enabled, world = e->ctl->world;
+    int staged = e->dn.stage.enabled, world = e->ctl->world;
     size_t live = 0;
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
@@ -184,8 +184,8 @@ static void build_and_setup(const fsdp_engine *e, const network *net, int loads_
                 track(&live, &peak, (long long)flat_arrays(fl[k], 1, world) - (long long)flat_slices(fl[k], world));
         for (int k = 0; k < 2; ++k) {
             const fsdp_flat *f = fl[k];
-            size_t state = (f->m ? f->own_count : 0) + (f->v ? f->own_count : 0);
-            track(&live, &peak, (long long)(f->state_bytes - state * sizeof(float)));
+            size_t state = (f->opt.m ? f->lay.own_count : 0) + (f->opt.v ? f->lay.own_count : 0);
+            track(&live, &peak, (long long)(f->lay.state_bytes - state * sizeof(float)));
             track(&live, &peak, -(long long)flat_arrays(f, staged, world));
             track(&live, &peak, (long long)(state * sizeof(float)));
         }
@@ -240,13 +240,14 @@ static fsdp_status counting_init(counting *c, const fsdp_engine *real)
     memset(c, 0, sizeof *c);
     fsdp_engine *e = &c->e;
     *e = *real;
-    e->counts = 1;
+    e->counting = 1;
     e->groups = NULL;
     e->tally = (fsdp_tally){ 0 };
-    e->rs_inflight = NULL;
-    e->args_set = 0;
+    e->step.rs_inflight = NULL;
+    e->step.args_set = 0;
     e->node.terms = NULL;
     e->tl = (fsdp_timeline){ 0 };   /* counting records no events */
+    fsdp_engine_watch_init(e);      /* nor tells the run's other observers anything */
     fsdp_mem_count_init(&e->mem, &c->count, &e->pool, real->mem.align);
     fsdp_status s = fsdp_backend_null_like(real->coll, &c->coll);
     e->coll = c->coll;
@@ -305,7 +306,7 @@ static fsdp_status count_step(fsdp_engine *e, int subdivisions)
         weigh(e, before, times);
     }
     free(before);
-    return s == FSDP_OK ? fsdp_engine_run_update(e, &e->step_args) : s;
+    return s == FSDP_OK ? fsdp_engine_run_update(e, &e->step.args) : s;
 }
 
 /* The buffer the backend keeps for the other ranks' terms of its started
@@ -396,9 +397,9 @@ static size_t slot_floats_read(const fsdp_engine *e, const int *owners, int nown
         if (q == place) continue;
         for (int g = 0; g < e->ngroups; ++g) {
             const fsdp_flat *f = &e->groups[g].train;
-            if (!f->shard || !fsdp_flat_fits_slot(&e->flat, f)) continue;
+            if (!f->lay.shard || !fsdp_flat_fits_slot(&e->flat, f)) continue;
             for (int j = 0; j < nowners; ++j) {
-                size_t a = (size_t)q * slot + (size_t)owners[j] * f->shard, b = a + f->shard;
+                size_t a = (size_t)q * slot + (size_t)owners[j] * f->lay.shard, b = a + f->lay.shard;
                 a -= a % FAULT_AROUND_FLOATS;
                 b = (b + FAULT_AROUND_FLOATS - 1) / FAULT_AROUND_FLOATS * FAULT_AROUND_FLOATS;
                 v[n++] = (span){ a, b < end ? b : end };
@@ -433,9 +434,9 @@ static size_t node_resident(const fsdp_engine *e, int reduce_slot, size_t *own_b
     for (int g = 0; g < e->ngroups; ++g) {
         const fsdp_flat *fl[2] = { &e->groups[g].train, &e->groups[g].frozen };
         for (int k = 0; k < 2; ++k) {
-            if (!fl[k]->in_node) continue;
-            params += fl[k]->nfull;
-            own += fl[k]->shard;
+            if (!fl[k]->res.in_node) continue;
+            params += fl[k]->lay.nfull;
+            own += fl[k]->lay.shard;
         }
     }
     for (int place = 0; place < at->ranks; ++place) {
@@ -460,8 +461,8 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, fsdp_mem_fix
                           fsdp_mem_prediction *out)
 {
     out->fixed = fixed.rss;
-    out->activations = activations(net) + fsdp_acts_bytes(&e->acts) + fsdp_delta_pool_bytes(&e->deltas) +
-                       fsdp_recompute_bytes(&e->rc);
+    out->activations = activations(net) + fsdp_acts_bytes(&e->dn.acts) + fsdp_delta_pool_bytes(&e->dn.deltas) +
+                       fsdp_recompute_bytes(&e->dn.recompute);
     build_and_setup(e, net, loads_weights, &out->build, &out->setup);
     out->model_state = e->tally.model_state_bytes;
     int reduce_slot;
@@ -473,7 +474,7 @@ void fsdp_memplan_predict(const fsdp_engine *e, const network *net, fsdp_mem_fix
     if (out->setup > most) most = out->setup;
     /* A machine holds each page of node memory once: a rank's share of it
      * in place of all it maps. */
-    size_t step_pss = step - out->node_shared - own + (e->node.on ? e->node_bytes / (size_t)e->node.at.ranks : 0),
+    size_t step_pss = step - out->node_shared - own + (e->node.on ? e->tally.node_bytes / (size_t)e->node.at.ranks : 0),
            most_pss = most > step_pss ? most : step_pss;
     if (step > most) most = step;
     out->peak = fixed.rss + out->activations + most;

@@ -40,12 +40,13 @@ static fsdp_status run_ops(fsdp_engine *e, int i, fsdp_at at, int k, int mine)
 }
 
 /* Flats of the prefix still gathered (kept for a backward that never
- * comes, reshard_after_forward=0) go back, as the update would. */
+ * comes, reshard_after_forward=0) go back, as the update would: the
+ * engine's reshard gives back only a gathered flat. */
 static fsdp_status give_back(fsdp_engine *e, int k)
 {
     for (int g = 0; g < e->ngroups; ++g) {
         fsdp_op op = { FSDP_OP_RESHARD, FSDP_WHEN_ALWAYS, g, FSDP_FLAT_FROZEN, 0 };
-        if (prefix_op(e, &op, k) && e->groups[g].frozen.state == FSDP_FLAT_GATHERED)
+        if (prefix_op(e, &op, k))
             FSDP_TRY(fsdp_engine_run_op(e, &op));
     }
     return FSDP_OK;
@@ -61,10 +62,10 @@ fsdp_status fsdp_prefix_forward(fsdp_engine *e, network *net, int k)
         copy.index = i;
         s = run_ops(e, i, FSDP_AT_FORWARD_BEFORE, k, 1);
         if (s != FSDP_OK) break;
-        fsdp_acts_forward(&e->acts, net, i, DN_BEFORE);
+        fsdp_acts_forward(&e->dn.acts, net, i, DN_BEFORE);
         layer l = net->layers[i];
         l.forward(l, copy);
-        fsdp_acts_forward(&e->acts, net, i, DN_AFTER);
+        fsdp_acts_forward(&e->dn.acts, net, i, DN_AFTER);
         copy.input = l.output;
         s = run_ops(e, i, FSDP_AT_FORWARD_AFTER, k, 1);
     }
@@ -76,15 +77,15 @@ fsdp_status fsdp_prefix_forward(fsdp_engine *e, network *net, int k)
 void fsdp_prefix_forward_done(fsdp_engine *e, network *net, int k)
 {
     /* As the forward of the layers after the prefix would close them. */
-    for (int i = k; i < net->n; ++i) fsdp_acts_forward(&e->acts, net, i, DN_AFTER);
+    for (int i = k; i < net->n; ++i) fsdp_acts_forward(&e->dn.acts, net, i, DN_AFTER);
 }
 
 fsdp_status fsdp_prefix_skip(fsdp_engine *e, network *net, int k)
 {
     for (int i = 0; i < k; ++i) {
         FSDP_TRY(run_ops(e, i, FSDP_AT_FORWARD_BEFORE, k, 0));
-        fsdp_acts_forward(&e->acts, net, i, DN_BEFORE);
-        fsdp_acts_forward(&e->acts, net, i, DN_AFTER);
+        fsdp_acts_forward(&e->dn.acts, net, i, DN_BEFORE);
+        fsdp_acts_forward(&e->dn.acts, net, i, DN_AFTER);
         FSDP_TRY(run_ops(e, i, FSDP_AT_FORWARD_AFTER, k, 0));
     }
     return FSDP_OK;

@@ -1,14 +1,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "fsdp_ckpt.h"
+#include "fsdp_ckpt_check.h"
 #include "fsdp_fs.h"
 #include "fsdp_hash.h"
 #include "fsdp_env.h"
+#include "fsdp_nofollow.h"
 
 #define CKPT_MAGIC "FSDPCKP3"
 #define CKPT_MAGIC_V2 "FSDPCKP2"   /* before checksums and run identity: refused by name */
@@ -45,12 +49,8 @@ typedef struct ckpt_header {
     uint64_t weights_size, weights_hash;   /* the weights file saved with it */
 } ckpt_header;
 
-typedef struct ckpt_flat {
-    uint64_t count;          /* floats of the whole flat */
-    uint64_t lo, n;          /* this file's part: [lo, lo + n) */
-    uint32_t nbuf;           /* 0 (not kept: replicated frozen), 1 (frozen), 2 (SGD), 3 (Adam) */
-    uint32_t pad;
-} ckpt_flat;
+_Static_assert(offsetof(ckpt_header, seen) == FSDP_CKPT_SEEN_AT, "fsdp_ckpt_check.h's FSDP_CKPT_SEEN_AT");
+typedef fsdp_ckpt_flat ckpt_flat;   /* count, lo, n, nbuf, pad (fsdp_ckpt_check.h) */
 
 /* The run's identity: drawn by rank 0 at the first save, or taken from the
  * checkpoint a run resumes from. */
@@ -68,7 +68,7 @@ static char *shard_path(const char *weights, int rank, int world)
 static ckpt_flat part_of(const fsdp_engine *e, const fsdp_flat *f)
 {
     fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
-    ckpt_flat c = { f->count, p.lo, p.n, (uint32_t)p.nbuf, 0 };
+    ckpt_flat c = { f->lay.count, p.lo, p.n, (uint32_t)p.nbuf, 0 };
     return c;
 }
 
@@ -80,7 +80,7 @@ static uint64_t layout_hash(fsdp_engine *e)
     fsdp_hasher_add(&h, head, sizeof head);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         const fsdp_flat *f = fsdp_engine_flat(e, i);
-        uint64_t v[3] = { f->count, (uint64_t)f->nt, (uint64_t)f->kind.state };
+        uint64_t v[3] = { f->lay.count, (uint64_t)f->lay.nt, (uint64_t)f->kind.trainable };
         fsdp_hasher_add(&h, v, sizeof v);
     }
     return fsdp_hasher_end(&h);
@@ -90,7 +90,7 @@ static size_t largest_own(fsdp_engine *e)
 {
     size_t n = 1;
     for (int i = 0; i < fsdp_engine_nflats(e); ++i)
-        if (fsdp_engine_flat(e, i)->own_count > n) n = fsdp_engine_flat(e, i)->own_count;
+        if (fsdp_engine_flat(e, i)->lay.own_count > n) n = fsdp_engine_flat(e, i)->lay.own_count;
     return n;
 }
 
@@ -174,8 +174,8 @@ static int bn_owners(fsdp_engine *e, layer ***out)
     layer **l = NULL;
     for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
         const fsdp_flat *f = fsdp_engine_flat(e, i);
-        for (int t = 0; t < f->nt; ++t) {
-            layer *o = f->t[t].owner;
+        for (int t = 0; t < f->lay.nt; ++t) {
+            layer *o = f->lay.t[t].owner;
             if (!o->batch_normalize || !o->rolling_mean || !o->rolling_variance || o->out_c < 1) continue;
             int dup = 0;
             for (int k = n - 1; k >= 0 && !dup; --k) dup = l[k] == o;
@@ -195,7 +195,7 @@ static int bn_owners(fsdp_engine *e, layer ***out)
 /* Replicated frozen flats: every rank holds them whole, none a part. */
 static int replicated(const fsdp_flat *f)
 {
-    return f->nt && !f->own && f->full;
+    return f->lay.nt && !f->res.own && f->res.full;
 }
 
 /* The extras' floats: rolling statistics, and the replicated frozen
@@ -209,7 +209,7 @@ static int extras_sizes(fsdp_engine *e, size_t *rolling, size_t *rep)
     for (int i = 0; i < n; ++i) *rolling += 2 * (size_t)l[i]->out_c;
     free(l);
     for (int i = 0; i < fsdp_engine_nflats(e); ++i)
-        if (replicated(fsdp_engine_flat(e, i))) *rep += fsdp_engine_flat(e, i)->count;
+        if (replicated(fsdp_engine_flat(e, i))) *rep += fsdp_engine_flat(e, i)->lay.count;
     return 0;
 }
 
@@ -243,8 +243,9 @@ static fsdp_status extras_move(fsdp_engine *e, float *x, int out, int replicated
     for (int i = 0; i < fsdp_engine_nflats(e) && s == FSDP_OK && replicated_too; ++i) {
         fsdp_flat *f = fsdp_engine_flat(e, i);
         if (!replicated(f)) continue;
-        s = out ? fsdp_mem_to_host(mem, x, f->full, f->count) : fsdp_mem_from_host(mem, f->full, x, f->count);
-        x += f->count;
+        s = out ? fsdp_mem_to_host(mem, x, f->res.full, f->lay.count)
+                : fsdp_mem_from_host(mem, f->res.full, x, f->lay.count);
+        x += f->lay.count;
     }
     return s;
 }
@@ -299,7 +300,7 @@ static fsdp_status write_file(fsdp_engine *e, const char *path, ckpt_header *h, 
         goto out;
     }
     sprintf(tmp, "%s.tmp", path);
-    ckpt_out o = { fopen(tmp, "wb"), { 0 }, 0, NULL, 0 };
+    ckpt_out o = { fsdp_create_nofollow(tmp), { 0 }, 0, NULL, 0 };
     if (!o.f) {
         s = fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", tmp, strerror(errno));
         goto out;
@@ -399,7 +400,7 @@ int fsdp_ckpt_image_store(const char *path, void *img, size_t bytes, uint64_t *s
     char *tmp = malloc(n);
     if (!tmp) { snprintf(why, whylen, "out of memory"); return -1; }
     snprintf(tmp, n, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = fd < 0 ? -1 : 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644), rc = fd < 0 ? -1 : 0;
     /* FSDP_CHECKPOINT_SLOW_MS: a slow disk, for the tests that stop a
      * writer mid-file (a pause after each 4 KiB). */
     long pause_ms = fsdp_env_long("FSDP_CHECKPOINT_SLOW_MS");
@@ -437,6 +438,7 @@ typedef struct ckpt_in {
     ckpt_flat *flats;
     uint64_t *at;            /* per flat: where its first buffer starts in the file */
     uint64_t extras_at, extras_n;   /* CKPT_SELF: where the extras' floats start, and how many */
+    uint64_t size;           /* the file's bytes, as fstat said when it was opened */
 } ckpt_in;
 
 static void in_close(ckpt_in *in)
@@ -454,39 +456,35 @@ fsdp_status fsdp_ckpt_world(const char *weights, int mine, int *world)
 {
     char *p = shard_path(weights, 0, mine);
     if (!p) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    int here = access(p, F_OK) == 0;
+    struct stat st;
+    int here = lstat(p, &st) == 0;
     free(p);
-    if (here) { *world = mine; return FSDP_OK; }
+    if (here) { *world = mine; return FSDP_OK; }   /* opened, and refused if it is not a file, by in_open */
     char *copy = strdup(weights);
     if (!copy) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     char *slash = strrchr(copy, '/');
     const char *dir = slash ? (slash == copy ? "/" : copy) : ".", *name = slash ? slash + 1 : copy;
     if (slash) *slash = 0;
-    size_t len = strlen(name);
     DIR *d = opendir(dir);
     struct dirent *ent;
     int found = 0, n;
-    while (d && (ent = readdir(d))) {
-        int used = 0;
-        if (strncmp(ent->d_name, name, len) || sscanf(ent->d_name + len, ".fsdp-0-of-%d%n", &n, &used) != 1 ||
-            ent->d_name[len + used] || n < 1)
-            continue;
-        if (found && n != *world) {
-            fsdp_status s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: %s has checkpoints of %d and of %d ranks "
-                                      "beside it; remove one set", weights, *world, n);
-            closedir(d);
-            free(copy);
-            return s;
-        }
+    fsdp_status s = FSDP_OK;
+    while (d && s == FSDP_OK && (ent = readdir(d))) {
+        /* Strictly NAME.fsdp-0-of-W, W at most FSDP_CKPT_MAX_WORLD: a name
+         * says nothing larger, whatever it holds. */
+        if ((n = fsdp_ckpt_name_world(ent->d_name, name, 0)) < 0) continue;
+        if (found && n != *world)
+            s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: %s has checkpoints of %d and of %d ranks beside it; "
+                          "remove one set", weights, *world, n);
         *world = n;
         found = 1;
     }
     if (d) closedir(d);
     free(copy);
-    if (!found)
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: no checkpoint beside %s (%s.fsdp-0-of-N, saved with "
-                         "-fsdp-checkpoint)", weights, weights);
-    return FSDP_OK;
+    if (s == FSDP_OK && !found)
+        s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: no checkpoint beside %s (%s.fsdp-0-of-N, N from 1 to %d, "
+                      "saved with -fsdp-checkpoint)", weights, weights, FSDP_CKPT_MAX_WORLD);
+    return s;
 }
 
 static fsdp_status check_header(fsdp_engine *e, const network *net, const ckpt_in *in, int rank, int world,
@@ -503,6 +501,17 @@ static fsdp_status check_header(fsdp_engine *e, const network *net, const ckpt_i
     if (h->world != (uint32_t)world || h->rank != (uint32_t)rank)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s says it was written by rank %u of %u (renamed?)", path, h->rank,
                          h->world);
+    if (h->strategy > FSDP_SHARD_NONE)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: field strategy is %u, none of full (0), grad_op (1), none (2) "
+                         "(corrupt)", path, h->strategy);
+    int self = !weights_size && !weights_hash;   /* a checkpoint on the clock: no weights file beside it */
+    if (h->flags != (self ? CKPT_SELF : 0u))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: field flags is %#x; a checkpoint %s has %#x (corrupt)", path, h->flags,
+                         self ? "on the clock" : "beside a weights file", self ? CKPT_SELF : 0u);
+    if (!fsdp_ckpt_t_fits(h->t, h->seen))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: field t (the optimizer's step) is %d, which %llu images seen cannot "
+                         "give: 1 or more once anything was seen, at most one a seen image (corrupt)", path, h->t,
+                         (unsigned long long)h->seen);
     if (h->align != want.align)
         return fsdp_fail(FSDP_ERR_MISMATCH, "%s was written by a %s run, and this is a %s run: their "
                          "shards are laid out differently; resume on the same kind of device", path,
@@ -528,64 +537,134 @@ static fsdp_status check_header(fsdp_engine *e, const network *net, const ckpt_i
     return FSDP_OK;
 }
 
-/* Opens rank r's file of a world-N checkpoint: reads its header and table
- * and checks the whole file against its checksum. */
+/* Each table entry must be exactly the part rank r of the writer's world
+ * wrote for this run's flat (fsdp_ckpt_check.h): nothing in it may size,
+ * offset or index a buffer otherwise. */
+static fsdp_status check_table(fsdp_engine *e, const ckpt_in *in, int r)
+{
+    for (int i = 0; i < fsdp_engine_nflats(e); ++i) {
+        const fsdp_flat *f = fsdp_engine_flat(e, i);
+        ckpt_flat want = fsdp_ckpt_writer_part(in->h.strategy, in->h.world, (uint32_t)r, f->lay.count, in->h.align,
+                                               f->kind.trainable, (int)in->h.adam);
+        const char *field = fsdp_ckpt_part_differs(&in->flats[i], &want);
+        if (field)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: field %s of group %d's %s flat in its table is not the part "
+                             "rank %d of %u writes (count %llu, lo %llu, n %llu, nbuf %u, pad %u; corrupt)", in->path,
+                             field, i / 2, i % 2 ? "frozen" : "trainable", r, in->h.world,
+                             (unsigned long long)in->flats[i].count, (unsigned long long)in->flats[i].lo,
+                             (unsigned long long)in->flats[i].n, in->flats[i].nbuf, in->flats[i].pad);
+    }
+    return FSDP_OK;
+}
+
+/* The extras' count of a file on the clock: rank r's rolling statistics,
+ * and in rank 0's the replicated frozen flats, exactly. */
+static fsdp_status check_extras(fsdp_engine *e, ckpt_in *in, int r, uint64_t at)
+{
+    size_t rolling, rep;
+    if (extras_sizes(e, &rolling, &rep) != 0) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    uint64_t want = rolling + (r == 0 ? rep : 0);
+    if (in->size < at + sizeof in->extras_n || fseeko(in->f, (off_t)at, SEEK_SET) != 0 ||
+        fread(&in->extras_n, sizeof in->extras_n, 1, in->f) != 1)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", in->path);
+    if (in->extras_n != want)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: field extras is %llu floats, and this network's rolling statistics "
+                         "and frozen parameters are %llu (another cfg, or corrupt)", in->path,
+                         (unsigned long long)in->extras_n, (unsigned long long)want);
+    in->extras_at = at + sizeof in->extras_n;
+    return FSDP_OK;
+}
+
+/* The file's size against what its validated header and table say. */
+static fsdp_status check_size(fsdp_engine *e, ckpt_in *in, int r)
+{
+    size_t nf = 2 * (size_t)in->h.ngroups;
+    uint64_t bytes, at = sizeof in->h + nf * sizeof *in->flats, floats = 0;
+    for (size_t i = 0; i < nf; ++i) {   /* bounded by the layout: cannot wrap */
+        in->at[i] = at;
+        at += in->flats[i].n * in->flats[i].nbuf * sizeof(float);
+        floats += in->flats[i].n * in->flats[i].nbuf;
+    }
+    if (floats != in->h.floats)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: field floats is %llu, and its table holds %llu (corrupt)", in->path,
+                         (unsigned long long)in->h.floats, (unsigned long long)floats);
+    int self = (in->h.flags & CKPT_SELF) != 0;
+    if (self) FSDP_TRY(check_extras(e, in, r, at));
+    if (fsdp_ckpt_file_bytes(sizeof in->h, in->flats, nf, self, in->extras_n, &bytes) != 0 || in->size < bytes)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?): %llu bytes, its header "
+                         "and table say %llu", in->path, (unsigned long long)in->size, (unsigned long long)bytes);
+    if (in->size > bytes)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: longer than its header says: %llu bytes, its header and table say "
+                         "%llu", in->path, (unsigned long long)in->size, (unsigned long long)bytes);
+    return FSDP_OK;
+}
+
+/* The whole file against its checksum, before any of it is used. */
+static fsdp_status check_sum(ckpt_in *in)
+{
+    static unsigned char buf[1 << 20];
+    fsdp_hasher sum;
+    fsdp_hasher_init(&sum);
+    rewind(in->f);
+    uint64_t left = in->size - sizeof(uint64_t), stored;
+    while (left) {
+        size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+        if (fread(buf, 1, k, in->f) != k)
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", in->path);
+        fsdp_hasher_add(&sum, buf, k);
+        left -= k;
+    }
+    if (fread(&stored, sizeof stored, 1, in->f) != 1)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (no checksum: truncated?)", in->path);
+    if (stored != fsdp_hasher_end(&sum))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: checksum mismatch: the file is corrupt (stored %016llx, computed "
+                         "%016llx)", in->path, (unsigned long long)stored, (unsigned long long)fsdp_hasher_end(&sum));
+    return FSDP_OK;
+}
+
+/* Opens rank r's file of a world-N checkpoint: a regular file, never
+ * through a symbolic link nor blocking on a FIFO; reads its header and
+ * table, checks every number in them, its size and its checksum. */
 static fsdp_status in_open(fsdp_engine *e, const network *net, ckpt_in *in, const char *weights, int r, int world,
                            uint64_t weights_size, uint64_t weights_hash)
 {
     memset(in, 0, sizeof *in);
     in->path = shard_path(weights, r, world);
     if (!in->path) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    in->f = fopen(in->path, "rb");
-    if (!in->f)
+    const char *why = NULL;
+    int fd = fsdp_open_regular(AT_FDCWD, in->path, &in->size, &why);
+    if (fd < 0)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: cannot open %s: %s (a checkpoint of %d ranks needs "
-                         "every rank's file)", in->path, strerror(errno), world);
+                         "every rank's file)", in->path, why, world);
+    if (!(in->f = fdopen(fd, "rb"))) {
+        close(fd);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
     const char *path = in->path;
     if (fread(&in->h, sizeof in->h, 1, in->f) != 1)
         return fsdp_fail(FSDP_ERR_CONFIG, "%s: too short for a checkpoint", path);
     FSDP_TRY(check_header(e, net, in, r, world, weights_size, weights_hash));
-    size_t nf = 2 * (size_t)in->h.ngroups;
+    size_t nf = 2 * (size_t)in->h.ngroups;   /* this run's: check_header compared them */
     in->flats = calloc(nf, sizeof *in->flats);
     in->at = calloc(nf, sizeof *in->at);
     if (!in->flats || !in->at) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     if (fread(in->flats, sizeof *in->flats, nf, in->f) != nf)
         return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
-    uint64_t at = sizeof in->h + nf * sizeof *in->flats, floats = 0;
-    for (size_t i = 0; i < nf; ++i) {
-        in->at[i] = at;
-        at += in->flats[i].n * in->flats[i].nbuf * sizeof(float);
-        floats += in->flats[i].n * in->flats[i].nbuf;
-    }
-    if (floats != in->h.floats)
-        return fsdp_fail(FSDP_ERR_CONFIG, "%s: its table holds %llu floats, its header %llu (corrupt)", path,
-                         (unsigned long long)floats, (unsigned long long)in->h.floats);
-    if (in->h.flags & CKPT_SELF) {
-        if (fseeko(in->f, (off_t)at, SEEK_SET) != 0 || fread(&in->extras_n, sizeof in->extras_n, 1, in->f) != 1 ||
-            in->extras_n > ((uint64_t)1 << 40))
-            return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
-        in->extras_at = at + sizeof in->extras_n;
-        at = in->extras_at + in->extras_n * sizeof(float);
-    }
-    /* The whole file against its checksum, before any of it is used. */
-    static unsigned char buf[1 << 20];
-    fsdp_hasher sum;
-    fsdp_hasher_init(&sum);
-    rewind(in->f);
-    uint64_t left = at;
-    while (left) {
-        size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
-        if (fread(buf, 1, k, in->f) != k)
-            return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (truncated?)", path);
-        fsdp_hasher_add(&sum, buf, k);
-        left -= k;
-    }
-    uint64_t stored;
-    if (fread(&stored, sizeof stored, 1, in->f) != 1)
-        return fsdp_fail(FSDP_ERR_CONFIG, "%s: shorter than its header says (no checksum: truncated?)", path);
-    if (fgetc(in->f) != EOF) return fsdp_fail(FSDP_ERR_CONFIG, "%s: longer than its header says", path);
-    if (stored != fsdp_hasher_end(&sum))
-        return fsdp_fail(FSDP_ERR_CONFIG, "%s: checksum mismatch: the file is corrupt (stored %016llx, computed "
-                         "%016llx)", path, (unsigned long long)stored, (unsigned long long)fsdp_hasher_end(&sum));
+    FSDP_TRY(check_table(e, in, r));
+    FSDP_TRY(check_size(e, in, r));
+    return check_sum(in);
+}
+
+/* A file other than the one a rank read first must come from the same
+ * save: same run, step counters, strategy and kind. */
+static fsdp_status same_save(const ckpt_in *in, const ckpt_in *ref)
+{
+    const ckpt_header *a = &in->h, *b = &ref->h;
+    const char *field = a->run_id != b->run_id ? "run_id" : a->seen != b->seen ? "seen" : a->t != b->t ? "t"
+                        : a->strategy != b->strategy ? "strategy" : a->flags != b->flags ? "flags" : NULL;
+    if (field)
+        return fsdp_fail(FSDP_ERR_MISMATCH, "%s: field %s differs from %s's: every shard file must come from one "
+                         "save", in->path, field, ref->path);
     return FSDP_OK;
 }
 
@@ -624,12 +703,18 @@ static fsdp_status fill(fsdp_engine *e, const network *net, ckpt_set *set, int i
         if (r >= set->world || b >= w.nbuf || !w.n)
             return fsdp_fail(FSDP_ERR_CONFIG, "%s: no part of group %d's flat at float %llu (corrupt?)",
                              files[set->ref].path, i / 2, (unsigned long long)x);
-        if (!files[r].f) FSDP_TRY(in_open(e, net, &files[r], set->weights, r, set->world, set->wsize, set->whash));
+        if (!files[r].f) {
+            FSDP_TRY(in_open(e, net, &files[r], set->weights, r, set->world, set->wsize, set->whash));
+            FSDP_TRY(same_save(&files[r], &files[set->ref]));
+        }
         const ckpt_flat *have = &files[r].flats[i];
         if (have->lo != w.lo || have->n != w.n || have->nbuf != w.nbuf || have->count != mine->count)
             return fsdp_fail(FSDP_ERR_CONFIG, "%s: its part of group %d's flat is not where rank 0's file "
                              "says (files of different saves?)", files[r].path, i / 2);
         uint64_t upto = w.lo + w.n < end ? w.lo + w.n : end;
+        if (x < w.lo || upto <= x)   /* the tables were checked: a guard, never a wrap */
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: its part of group %d is not where its table says",
+                             files[r].path, i / 2);
         uint64_t off = files[r].at[i] + (b * w.n + (x - w.lo)) * sizeof(float);
         size_t k = (size_t)(upto - x);
         if (fseeko(files[r].f, (off_t)off, SEEK_SET) != 0 ||
@@ -637,6 +722,17 @@ static fsdp_status fill(fsdp_engine *e, const network *net, ckpt_set *set, int i
             return fsdp_fail(FSDP_ERR_CONFIG, "%s: cannot read its part of group %d", files[r].path, i / 2);
         x = upto;
     }
+    return FSDP_OK;
+}
+
+/* Adam's second moment is a mean of squares: never negative (nor NaN),
+ * which would end in NaN losses. */
+static fsdp_status check_v(const ckpt_set *set, int i, const float *v, uint64_t n)
+{
+    for (uint64_t k = 0; k < n; ++k)
+        if (!(v[k] >= 0.f))
+            return fsdp_fail(FSDP_ERR_CONFIG, "%s: Adam's v of group %d holds %g, and it is never negative "
+                             "(corrupt)", set->files[set->ref].path, i / 2, (double)v[k]);
     return FSDP_OK;
 }
 
@@ -652,9 +748,10 @@ static fsdp_status load_parts(fsdp_engine *e, const network *net, ckpt_set *set)
         fsdp_flat_part p = fsdp_flat_own_part(fsdp_engine_flat_ctx(e), f);
         /* Frozen parameters a writer kept no part of (replicated under
          * grad_op and none) are the weights file's, already loaded. */
-        if (!f->kind.state && set->files[set->ref].flats[i].nbuf == 0) continue;   /* or the extras' */
+        if (!f->kind.trainable && set->files[set->ref].flats[i].nbuf == 0) continue;   /* or the extras' */
         for (uint32_t b = 0; b < mine.nbuf && s == FSDP_OK; ++b) {
             s = fill(e, net, set, i, b, &mine, host);
+            if (s == FSDP_OK && b == 2) s = check_v(set, i, host, mine.n);
             if (s == FSDP_OK) s = fsdp_mem_from_host(fsdp_engine_mem(e), p.buf[b], host, mine.n);
         }
     }
@@ -699,11 +796,10 @@ static fsdp_status load_extras(fsdp_engine *e, const network *net, ckpt_set *set
     size_t rolling, rep;
     if (extras_sizes(e, &rolling, &rep) != 0) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     ckpt_in *own = &set->files[set->ref], *zero = &set->files[0];
-    if (!zero->f) FSDP_TRY(in_open(e, net, zero, set->weights, 0, set->world, set->wsize, set->whash));
-    if (own->extras_n < rolling || zero->extras_n != rolling + rep)
-        return fsdp_fail(FSDP_ERR_CONFIG, "%s: its rolling statistics and frozen parameters (%llu floats) are "
-                         "not this network's (%zu; another cfg?)", zero->path, (unsigned long long)zero->extras_n,
-                         rolling + rep);
+    if (!zero->f) {
+        FSDP_TRY(in_open(e, net, zero, set->weights, 0, set->world, set->wsize, set->whash));
+        FSDP_TRY(same_save(zero, own));
+    }
     float *x = malloc((rolling + rep) * sizeof(float) + 1);
     if (!x) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     fsdp_status s = FSDP_OK;
@@ -714,6 +810,24 @@ static fsdp_status load_extras(fsdp_engine *e, const network *net, ckpt_set *set
     if (s == FSDP_OK) s = extras_move(e, x, 0, 1);
     free(x);
     return s;
+}
+
+/* Collective: every rank found the same writers' world, bounded, before
+ * anything is allocated by it (each rank lists the folder itself). */
+static fsdp_status agree_world(fsdp_engine *e, fsdp_status s, const char *weights, int *world)
+{
+    if (s == FSDP_OK && (*world < 1 || *world > FSDP_CKPT_MAX_WORLD))
+        s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-resume: %s: a checkpoint of %d ranks; 1 to %d are read", weights,
+                      *world, FSDP_CKPT_MAX_WORLD);
+    FSDP_TRY(fsdp_ctl_all_ok(fsdp_engine_ctl(e), s, FSDP_ERR_CONFIG, "found no checkpoint to resume"));
+    uint64_t lo, hi;
+    FSDP_TRY(fsdp_ctl_min_max_u64(fsdp_engine_ctl(e), (uint64_t)*world, &lo, &hi));
+    if (lo != hi) {
+        fsdp_agreed_stop();
+        return fsdp_fail(FSDP_ERR_MISMATCH, "-fsdp-resume: the ranks found checkpoints of %llu and of %llu ranks "
+                         "beside %s; remove one set", (unsigned long long)lo, (unsigned long long)hi, weights);
+    }
+    return FSDP_OK;
 }
 
 fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, uint64_t weights_size,
@@ -729,6 +843,7 @@ fsdp_status fsdp_ckpt_read(fsdp_engine *e, network *net, const char *weights, ui
                       "with on the command line");
     if (s == FSDP_OK && written_on > 0) world = written_on;
     else if (s == FSDP_OK) s = fsdp_ckpt_world(weights, fsdp_engine_ctl(e)->world, &world);
+    s = agree_world(e, s, weights, &world);
     if (s == FSDP_OK && !(files = calloc((size_t)world, sizeof *files)))
         s = fsdp_fail(FSDP_ERR_NOMEM, "out of memory reading a checkpoint");
     /* On the same world each rank reads its own file; on another, the files
@@ -811,14 +926,11 @@ void fsdp_ckpt_clean_tmp(const char *weights, int rank, int world)
         int r, w;
         if (!leftover(ent->d_name, base, blen, &r, &w)) continue;
         int mine = w < 0 ? rank == 0 : (w == world ? r == rank : rank == 0);
-        if (!mine) continue;
-        size_t n = strlen(dir) + strlen(ent->d_name) + 2;
-        char *p = malloc(n);
-        if (p) {
-            snprintf(p, n, "%s/%s", dir, ent->d_name);
-            if (remove(p) == 0) fprintf(stderr, "fsdp: removed %s, left by an interrupted save\n", p);
-        }
-        free(p);
+        /* Only a regular file itself: a link of that name is not followed
+         * (nor removed), nor is anything else. */
+        if (!mine || !fsdp_is_regular(dirfd(d), ent->d_name)) continue;
+        if (unlinkat(dirfd(d), ent->d_name, 0) == 0)
+            fprintf(stderr, "fsdp: removed %s/%s, left by an interrupted save\n", dir, ent->d_name);
     }
     if (d) closedir(d);
     free(base);

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -6,11 +7,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
 #include "fsdp_env.h"
 #include "fsdp_manifest.h"
 #include "fsdp_timeline.h"
+#include "fsdp_nofollow.h"
 
 typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
 
@@ -115,6 +118,17 @@ static void clear_flight(fsdp_clock *c)
     c->flight.dir = c->flight.path = NULL;
 }
 
+/* A step folder that was there already must be a folder, not a symbolic
+ * link: the files are never written through one, out of the backup folder. */
+static fsdp_status real_folder(const char *dir)
+{
+    const char *why = NULL;
+    int fd = fsdp_open_folder(AT_FDCWD, dir, &why);
+    if (fd < 0) return fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint folder %s: %s", dir, why);
+    close(fd);
+    return FSDP_OK;
+}
+
 /* Every rank: its file of the checkpoint at this step, written by its
  * thread from a snapshot, or here. */
 static fsdp_status start(fsdp_clock *c, network *net)
@@ -126,7 +140,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
     /* An earlier attempt of the run may have left this step's folder
      * (its MANIFEST, another world's files): gone before any rank writes
      * there, which the broadcast below orders. */
-    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->flight.step);
+    if (ctl->rank == 0) fsdp_manifest_clear(c->o.folder, c->o.name, c->flight.step);
     FSDP_TRY(fsdp_ckpt_run_id(c->e, &c->flight.run_id));
     c->flight.seen = (uint64_t)*net->seen;
     c->flight.dir = fsdp_manifest_step_dir(c->o.folder, c->flight.step);
@@ -139,6 +153,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
          * mkdir may race another's: EEXIST is theirs). */
         if ((mkdir(c->o.folder, 0755) != 0 && errno != EEXIST) || (mkdir(c->flight.dir, 0755) != 0 && errno != EEXIST))
             s = fsdp_fail(FSDP_ERR_IO, "cannot make the checkpoint folder %s: %s", c->flight.dir, strerror(errno));
+        else s = real_folder(c->flight.dir);
     }
     if (s == FSDP_OK && c->foreground) {
         c->writer_rc = 0;
@@ -201,7 +216,7 @@ static fsdp_status complete(fsdp_clock *c)
         fsdp_manifest m = { c->flight.run_id, c->flight.seen, c->flight.step, ctl->world, v, v + ctl->world };
         w = fsdp_manifest_write(c->flight.dir, c->o.name, &m);
         if (w == FSDP_OK) {
-            fsdp_manifest_prune(c->o.folder, c->flight.step, c->o.keep);
+            fsdp_manifest_prune(c->o.folder, c->o.name, c->flight.step, c->o.keep);
             uint64_t all = 0;
             for (int r = 0; r < ctl->world; ++r) all += v[r];
             fprintf(stderr, "fsdp: checkpoint %s complete: %d files, %.1f MB; the step stopped %.3f s, the "

@@ -27,8 +27,12 @@ typedef struct fsdp_manifest {
 char *fsdp_manifest_step_dir(const char *folder, long step);
 /* Writes dir/MANIFEST for files NAME.fsdp-R-of-N (rank 0). */
 fsdp_status fsdp_manifest_write(const char *dir, const char *name, const fsdp_manifest *m);
-/* Reads dir/MANIFEST and checks it against its checksum and the files
- * it names (there, of its sizes, ending in its checksums).  0 if complete; else -1 with why filled. */
+/* Reads dir/MANIFEST and checks it against its checksum, its folder's
+ * name (step) and the files it names (there, regular files of its sizes,
+ * ending in its checksums, their headers saying its seen).  0 if
+ * complete; else -1 with why filled.  A symbolic link, a FIFO or a device
+ * in place of dir, the MANIFEST or a file is refused, without blocking; a
+ * MANIFEST over 16 MiB is refused unread. */
 int fsdp_manifest_read(const char *dir, const char *name, fsdp_manifest *m, char *why, size_t whylen);
 void fsdp_manifest_free(fsdp_manifest *m);
 /* The newest complete checkpoint in folder: its step folder in *dir
@@ -36,11 +40,16 @@ void fsdp_manifest_free(fsdp_manifest *m);
  * one skipped is reported on stderr with why. */
 fsdp_status fsdp_manifest_newest(const char *folder, const char *name, char **dir, fsdp_manifest *m);
 /* Before a checkpoint at `step` is written: removes what an earlier
- * attempt left in its folder (its MANIFEST first). */
-void fsdp_manifest_clear(const char *folder, long step);
+ * attempt left in its folder (its MANIFEST first).  Clean-up removes only
+ * regular files of the names a run writes for NAME (MANIFEST,
+ * NAME.fsdp-R-of-N, and their .tmp), in a real folder step-IIIIIIII of
+ * folder: a symbolic link there is never followed, and left as it is. */
+void fsdp_manifest_clear(const char *folder, const char *name, long step);
 /* After the checkpoint at `step` is complete: removes every other step
  * folder but the keep - 1 newest complete ones before it (half-written
- * ones, and any newer one an earlier attempt of the run left). */
-void fsdp_manifest_prune(const char *folder, long step, int keep);
+ * ones, and any newer one an earlier attempt of the run left).  Step
+ * folders are named step- and exactly 8 digits; other names are not the
+ * run's, never counted nor removed. */
+void fsdp_manifest_prune(const char *folder, const char *name, long step, int keep);
 
 #endif

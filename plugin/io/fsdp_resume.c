@@ -63,17 +63,25 @@ fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name
 
 fsdp_status fsdp_resume_keep_batch(network *net, long global, int from, int to, int say)
 {
-    long micro = (long)net->batch * to;
-    if (global == (long)net->batch * net->subdivisions * to) return FSDP_OK;
-    if (global <= 0 || global % micro)
+    int64_t micro = (int64_t)net->batch * to;
+    if ((int64_t)global == micro * net->subdivisions) return FSDP_OK;
+    if (global <= 0)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: the checkpoint says its updates saw %ld images each "
+                         "(its MANIFEST's seen / step): 1 or more", global);
+    if (global % micro)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: the checkpoint's updates saw %ld images each; on %d "
-                         "ranks with micro-batches of %d that needs %ld / %ld subdivisions, which is not whole: run "
+                         "ranks with micro-batches of %d that needs %ld / %lld subdivisions, which is not whole: run "
                          "on a number of ranks that divides %ld / %d, or change the cfg's batch", global, to,
-                         net->batch, global, micro, global, net->batch);
+                         net->batch, global, (long long)micro, global, net->batch);
+    int64_t sub = (int64_t)global / micro;
+    if (sub > FSDP_KEEP_BATCH_MAX_SUBDIVISIONS)
+        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-keep-batch: the checkpoint's updates saw %ld images each; on %d "
+                         "ranks with micro-batches of %d that needs %lld subdivisions, over the %d it keeps", global,
+                         to, net->batch, (long long)sub, FSDP_KEEP_BATCH_MAX_SUBDIVISIONS);
     if (say)
         fprintf(stderr, "fsdp: -fsdp-keep-batch: the checkpoint's %ld images per update (written on %d ranks) kept "
-                "on %d ranks: subdivisions %d -> %ld (micro-batches of %d)\n", global, from, to, net->subdivisions,
-                global / micro, net->batch);
-    net->subdivisions = (int)(global / micro);
+                "on %d ranks: subdivisions %d -> %lld (micro-batches of %d)\n", global, from, to, net->subdivisions,
+                (long long)sub, net->batch);
+    net->subdivisions = (int)sub;
     return FSDP_OK;
 }

@@ -27,7 +27,10 @@ fsdp_status fsdp_resume_pick(fsdp_ctl *ctl, const char *folder, const char *name
 /* A checkpoint whose updates each saw `global` images, resumed on `to`
  * ranks: subdivisions = global / (to x the cfg's micro-batch), so each
  * update still sees them (refused, naming the numbers, when that is not
- * whole); say: print what it did. */
+ * whole, or more than FSDP_KEEP_BATCH_MAX_SUBDIVISIONS: a checkpoint's
+ * numbers never make Darknet's loop divide by 0 or run a million
+ * micro-batches an update); say: print what it did. */
+#define FSDP_KEEP_BATCH_MAX_SUBDIVISIONS 1024
 fsdp_status fsdp_resume_keep_batch(network *net, long global, int from, int to, int say);
 
 #endif

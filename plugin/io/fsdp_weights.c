@@ -53,7 +53,10 @@ fsdp_status fsdp_weights_check(const network *net, const char *file)
     fclose(f);
     struct stat st;
     if (stat(file, &st) != 0) return fsdp_fail(FSDP_ERR_IO, "%s: cannot read the weights file", file);
-    size_t header = 3 * sizeof(int) + ((v[0] * 10 + v[1]) >= 2 && v[0] < 1000 && v[1] < 1000 ? sizeof(size_t) : sizeof(int));
+    if (got == 3 && (v[0] < 0 || v[0] >= 1000 || v[1] < 0 || v[1] >= 1000))
+        return fsdp_fail(FSDP_ERR_CONFIG, "%s: its header's version (field major %d, minor %d) is none Darknet "
+                         "writes (0 to 999 each): not a Darknet weights file, or corrupt", file, v[0], v[1]);
+    size_t header = 3 * sizeof(int) + ((v[0] * 10 + v[1]) >= 2 ? sizeof(size_t) : sizeof(int));
     if (got != 3 || (size_t)st.st_size < header)
         return fsdp_fail(FSDP_ERR_CONFIG, "%s: %lld bytes, shorter than a weights file's header", file,
                          (long long)st.st_size);
