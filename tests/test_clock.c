@@ -8,6 +8,7 @@
  * fails. */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
+#include <errno.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,6 +78,9 @@ Test(clock_state, done_completes_then_a_due_one_starts)
     cr_assert_eq(m.state, FSDP_CLOCK_WRITING);
 }
 
+/* ---- calls in the wrong state stop the run (FSDP_CHECKS) ------------------ */
+
+#ifdef FSDP_CHECKS
 Test(clock_checks, start_while_writing, .signal = SIGABRT)
 {
     fsdp_clock_fsm m;
@@ -100,6 +104,7 @@ Test(clock_checks, done_twice, .signal = SIGABRT)
     fsdp_clock_fsm_done(&m);
     fsdp_clock_fsm_done(&m);
 }
+#endif
 
 /* ---- the clock -------------------------------------------------------------- */
 
@@ -107,7 +112,7 @@ Test(clock_checks, done_twice, .signal = SIGABRT)
 #define ALWAYS 1e-9
 #define NAME "net"
 
-static char top[] = "/tmp/fsdp-clock-XXXXXX";
+static char top[64];
 static char folder[300];
 
 typedef struct rig {
@@ -123,7 +128,13 @@ typedef struct rig {
 static void make_top(void)
 {
     cr_redirect_stderr();
-    cr_assert(mkdtemp(top));
+    /* In memory where the machine has it: the clock syncs every file and
+     * folder it writes, which on a busy disk takes longer than the rest. */
+    strcpy(top, "/dev/shm/fsdp-clock-XXXXXX");
+    if (!mkdtemp(top)) {
+        strcpy(top, "/tmp/fsdp-clock-XXXXXX");
+        cr_assert(mkdtemp(top), "%s: %s", top, strerror(errno));
+    }
     snprintf(folder, sizeof folder, "%s/" NAME ".fsdp", top);
 }
 
