@@ -10,18 +10,16 @@
 #include <unistd.h>
 #include "fsdp_ckpt.h"
 #include "fsdp_clock.h"
+#include "fsdp_clock_state.h"
 #include "fsdp_env.h"
 #include "fsdp_manifest.h"
 #include "fsdp_timeline.h"
 #include "fsdp_nofollow.h"
 
-typedef enum { CLOCK_IDLE, CLOCK_WRITING } clock_state;
-
 struct fsdp_clock {
     fsdp_engine *e;
     fsdp_clock_opts o;        /* its folder and name: copies this clock owns */
-    clock_state state;
-    double next_due;          /* rank 0: monotonic seconds */
+    fsdp_clock_fsm fsm;       /* its state, and when the next is due */
     struct {                  /* the checkpoint in flight */
         long step;            /* Darknet's iteration it holds */
         uint64_t seen, run_id;
@@ -74,7 +72,7 @@ fsdp_status fsdp_clock_create(fsdp_engine *e, const network *net, const fsdp_clo
         fsdp_clock_free(c);
         return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
     }
-    c->next_due = now_s() + o->every_s;
+    fsdp_clock_fsm_init(&c->fsm, o->every_s, now_s());
     c->snap_bytes = fsdp_ckpt_self_bytes(e, net);
     /* The machine's ranks each hold one: at most half of what is free. */
     size_t avail = available_bytes(), all = c->snap_bytes * (size_t)(o->local_ranks > 0 ? o->local_ranks : 1);
@@ -133,7 +131,7 @@ static fsdp_status real_folder(const char *dir)
  * thread from a snapshot, or here. */
 static fsdp_status start(fsdp_clock *c, network *net)
 {
-    FSDP_ASSERT(c->state == CLOCK_IDLE, "clock start: IDLE");
+    FSDP_ASSERT(c->fsm.state == FSDP_CLOCK_IDLE, "clock start: IDLE");
     const fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
     double t0 = now_s();
     c->flight.step = (long)get_current_batch(net);
@@ -185,7 +183,7 @@ static fsdp_status start(fsdp_clock *c, network *net)
         clear_flight(c);
         return s;
     }
-    c->state = CLOCK_WRITING;
+    fsdp_clock_fsm_start(&c->fsm);
     return FSDP_OK;
 }
 
@@ -193,14 +191,13 @@ static fsdp_status start(fsdp_clock *c, network *net)
  * complete and keeps the newest `keep`. */
 static fsdp_status complete(fsdp_clock *c)
 {
-    FSDP_ASSERT(c->state == CLOCK_WRITING, "clock complete: WRITING");
+    fsdp_clock_fsm_done(&c->fsm);
     fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
     if (c->thread_live) {
         pthread_join(c->thread, NULL);
         fsdp_tl_add(fsdp_engine_timeline(c->e), "write", -1, c->write_t0, c->write_t0 + c->write_s, c->file_bytes, 0);
     }
     c->thread_live = 0;
-    c->state = CLOCK_IDLE;
     fsdp_status s = c->writer_rc == 0 ? FSDP_OK
                                       : fsdp_fail(FSDP_ERR_IO, "cannot write the checkpoint %s: %s", c->flight.path, c->why);
     s = fsdp_ctl_all_ok(ctl, s, FSDP_ERR_IO, "could not write its checkpoint file");
@@ -234,11 +231,12 @@ fsdp_status fsdp_clock_step(fsdp_clock *c, network *net)
 {
     fsdp_ctl *ctl = fsdp_engine_ctl(c->e);
     /* One all-reduce a step: rank 0's clock, and the writers still busy. */
-    double v[2] = { ctl->rank == 0 && now_s() >= c->next_due, atomic_load(&c->writer_busy) };
+    double v[2] = { ctl->rank == 0 && fsdp_clock_fsm_due(&c->fsm, now_s()), atomic_load(&c->writer_busy) };
     FSDP_TRY(fsdp_ctl_sum_f64(ctl, v, 2));
-    if (c->state == CLOCK_WRITING && v[1] == 0) FSDP_TRY(complete(c));
-    if (v[0] > 0 && c->state == CLOCK_IDLE) {
-        if (ctl->rank == 0) c->next_due = now_s() + c->o.every_s;
+    fsdp_clock_plan p = fsdp_clock_fsm_plan(&c->fsm, v[0] > 0, v[1] != 0);
+    if (p.complete) FSDP_TRY(complete(c));
+    if (p.start) {
+        if (ctl->rank == 0) fsdp_clock_fsm_rearm(&c->fsm, now_s());
         /* Each rank decides by its own machine's memory. */
         if (c->foreground && !c->said_foreground)
             fprintf(stderr, "fsdp: rank %d: checkpoints on the clock are written in the foreground: %s\n", ctl->rank,
@@ -249,9 +247,14 @@ fsdp_status fsdp_clock_step(fsdp_clock *c, network *net)
     return FSDP_OK;
 }
 
+int fsdp_clock_writing(const fsdp_clock *c)
+{
+    return c && c->fsm.state == FSDP_CLOCK_WRITING;
+}
+
 fsdp_status fsdp_clock_finish(fsdp_clock *c)
 {
-    if (!c || c->state != CLOCK_WRITING) return FSDP_OK;
+    if (!fsdp_clock_writing(c)) return FSDP_OK;
     return complete(c);   /* which waits for the writer */
 }
 

@@ -10,7 +10,7 @@
  * thread is done, rank 0 writes the manifest that makes the checkpoint
  * complete (fsdp_manifest.h) and removes all but the newest `keep`.
  *
- * States (checked):
+ * States (checked; fsdp_clock_state.h decides the transitions):
  *   IDLE --due--> WRITING --every rank's writer done--> IDLE (complete)
  * One checkpoint is in flight at most; one due while another is written
  * waits for the next boundary.  Where the snapshot would not fit in
@@ -41,6 +41,8 @@ fsdp_status fsdp_clock_create(fsdp_engine *e, const network *net, const fsdp_clo
 size_t fsdp_clock_snapshot_bytes(const fsdp_clock *c);
 /* Collective, at every training step's end. */
 fsdp_status fsdp_clock_step(fsdp_clock *c, network *net);
+/* Whether a checkpoint is in flight (WRITING). */
+int fsdp_clock_writing(const fsdp_clock *c);
 /* Collective, when training ends: the checkpoint in flight, if any, is
  * finished and made complete. */
 fsdp_status fsdp_clock_finish(fsdp_clock *c);
