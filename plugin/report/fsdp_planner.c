@@ -6,6 +6,7 @@
 #include "fsdp_memplan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
+#include "fsdp_worlds.h"
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
@@ -60,10 +61,94 @@ static void groups_table(const fsdp_engine *e, const network *net, int world, FI
             fsdp_memplan_workspace(net) / 1e6);
 }
 
+/* What a step moves per rank (the byte theory); defined below. */
+static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step);
+
+/* One build of cfg as rank 0 of `world` under `strategy`, kept open: the
+ * rows of other worlds come from it (fsdp_memplan_predict_world). */
+typedef struct plan_build {
+    fsdp_ctl *ctl;
+    fsdp_coll *coll;
+    fsdp_engine *e;
+    network *net;
+    int world;
+} plan_build;
+
+static fsdp_status build_close(plan_build *b, dn_hooks *hooks)
+{
+    fsdp_status f = b->e && b->net ? fsdp_on_network_free(b->e, b->net) : FSDP_OK;
+    if (b->net) free_network(b->net);
+    if (b->e) fsdp_engine_free(b->e);
+    hooks->cfg_option = NULL;
+    hooks->ctx = NULL;
+    if (b->coll) fsdp_coll_free(b->coll);   /* with its node memory */
+    if (b->ctl) fsdp_ctl_free(b->ctl);
+    *b = (plan_build){ 0 };
+    return f;
+}
+
+static fsdp_status build_open(const char *cfg, int world, fsdp_strategy strategy, dn_hooks *hooks, plan_build *b,
+                              cfg_seen *seen)
+{
+    /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
+     * prediction is that of a one-machine run. */
+    *b = (plan_build){ .world = world };
+    FSDP_TRY(fsdp_backend_null_create(world, &b->ctl, &b->coll));
+    fsdp_status st = fsdp_engine_create(b->ctl, b->coll, &b->e);
+    if (st != FSDP_OK) {
+        build_close(b, hooks);
+        return st;
+    }
+    /* Predicts a training run, which on several ranks builds staged
+     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
+    fsdp_engine_set_options(b->e, &(fsdp_engine_options){ .staged = world > 1, .acts = fsdp_acts_wanted(),
+                                                            .recompute = 1 });
+    hooks->ctx = b->e;
+    hooks->cfg_option = plan_cfg;
+    quiet_begin();
+    b->net = parse_network_cfg((char *)cfg);
+    fsdp_engine_set_strategy(b->e, strategy);
+    fsdp_status s = fsdp_on_network_built(b->e, b->net);
+    quiet_end(s);
+    hooks->cfg_option = NULL;
+    hooks->ctx = NULL;
+    if (seen) {
+        seen->subdivisions = b->net->subdivisions;
+        seen->batch = b->net->batch / (b->net->time_steps > 0 ? b->net->time_steps : 1) * b->net->subdivisions;
+        seen->recompute = fsdp_engine_cfg(b->e)->recompute;
+    }
+    if (s != FSDP_OK) build_close(b, hooks);
+    return s;
+}
+
+/* Rank 0's prediction at `world` from an open build: its own, or laid out
+ * again for that world. */
+static fsdp_status build_predict(const plan_build *b, size_t fixed, int world, fsdp_mem_prediction *out)
+{
+    fsdp_mem_fixed fx = { fixed, fixed };
+    *out = (fsdp_mem_prediction){ 0 };
+    if (world == b->world) {
+        fsdp_memplan_predict(b->e, b->net, fx, 0, out);
+        return FSDP_OK;
+    }
+    return fsdp_memplan_predict_world(b->e, b->net, fx, world, out);
+}
+
 /* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
- * prediction; with groups, the groups table there too. */
+ * prediction; with groups, the groups table there too; with step, the
+ * step's bytes. */
 static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step);
+                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step)
+{
+    plan_build b;
+    *out = (fsdp_mem_prediction){ 0 };
+    FSDP_TRY(build_open(cfg, world, strategy, hooks, &b, seen));
+    fsdp_status s = build_predict(&b, fixed, world, out);
+    if (s == FSDP_OK && groups) groups_table(b.e, b.net, world, groups);
+    if (s == FSDP_OK && step) s = step_of(b.e, b.net, world, step);
+    fsdp_status f = build_close(&b, hooks);
+    return s != FSDP_OK ? s : f;
+}
 
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
                            fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups)
@@ -92,49 +177,6 @@ static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, 
     }
     free(t);
     return s;
-}
-
-static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step)
-{
-    /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
-     * prediction is that of a one-machine run. */
-    fsdp_ctl *be;
-    fsdp_coll *coll;
-    FSDP_TRY(fsdp_backend_null_create(world, &be, &coll));
-    fsdp_engine *e;
-    fsdp_status st = fsdp_engine_create(be, coll, &e);
-    if (st != FSDP_OK) {
-        fsdp_coll_free(coll);
-        fsdp_ctl_free(be);
-        return st;
-    }
-    /* Predicts a training run, which on several ranks builds staged
-     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
-    fsdp_engine_set_options(e, &(fsdp_engine_options){ .staged = world > 1, .acts = fsdp_acts_wanted(),
-                                                         .recompute = 1 });
-    hooks->ctx = e;
-    hooks->cfg_option = plan_cfg;
-    quiet_begin();
-    network *net = parse_network_cfg((char *)cfg);
-    fsdp_engine_set_strategy(e, strategy);
-    fsdp_status s = fsdp_on_network_built(e, net);
-    quiet_end(s);
-    *out = (fsdp_mem_prediction){ 0 };
-    if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
-    if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
-    if (s == FSDP_OK && step) s = step_of(e, net, world, step);
-    seen->subdivisions = net->subdivisions;
-    seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
-    seen->recompute = fsdp_engine_cfg(e)->recompute;
-    fsdp_status f = fsdp_on_network_free(e, net);
-    free_network(net);
-    fsdp_engine_free(e);
-    hooks->cfg_option = NULL;
-    hooks->ctx = NULL;
-    fsdp_coll_free(coll);   /* with its node memory */
-    fsdp_ctl_free(be);
-    return s != FSDP_OK ? s : f;
 }
 
 /* A copy of cfg in a temporary file with [net]'s subdivisions set to sub
@@ -194,107 +236,168 @@ static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size
     return FSDP_OK;
 }
 
+/* Rank 0's peak under `full` at each world of ws, MB: a build at one rank
+ * where it is listed, and one at two for the others. */
+static fsdp_status peaks_at(const char *cfg, const fsdp_worlds *ws, size_t fixed, dn_hooks *hooks, double *mb)
+{
+    plan_build b = { 0 };
+    fsdp_status s = FSDP_OK;
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) {
+        fsdp_mem_prediction p = { 0 };
+        cfg_seen seen;
+        if (ws->world[i] == 1) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, NULL);
+        else if (b.e || (s = build_open(cfg, 2, FSDP_SHARD_FULL, hooks, &b, &seen)) == FSDP_OK)
+            s = build_predict(&b, fixed, ws->world[i], &p);
+        mb[i] = p.peak / 1e6;
+    }
+    fsdp_status f = b.e ? build_close(&b, hooks) : FSDP_OK;
+    return s != FSDP_OK ? s : f;
+}
+
+/* The subdivisions the budget table tries: the cfg's times each power of
+ * two that divides its batch. */
+static int candidates(int batch, int sub0, int *sub, int cap)
+{
+    int n = 0;
+    for (int s = sub0; s >= 1 && s <= batch && n < cap; s *= 2) {
+        if (batch % s == 0) sub[n++] = s;
+        if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
+    }
+    return n;
+}
+
+/* Each candidate's peaks at every world, without and with recompute=1:
+ * mb[(rc * nsub + k) * nworlds + i]. */
+static fsdp_status budget_peaks(const char *cfg, const int *sub, int nsub, const fsdp_worlds *ws, size_t fixed,
+                                dn_hooks *hooks, double *mb)
+{
+    for (int rc = 0; rc <= 1; ++rc)
+        for (int k = 0; k < nsub; ++k) {
+            char path[4096];
+            FSDP_TRY(with_settings(cfg, sub[k], rc, path, sizeof path));
+            fsdp_status st = peaks_at(path, ws, fixed, hooks, mb + ((size_t)rc * nsub + k) * ws->n);
+            remove(path);
+            FSDP_TRY(st);
+        }
+    return FSDP_OK;
+}
+
 /* The budget table (fsdp_planner.h). */
-static fsdp_status fit_budget(const char *cfg, int batch, int sub0, long max_world, const char *budget, size_t fixed,
-                              dn_hooks *hooks, FILE *out)
+static fsdp_status fit_budget(const char *cfg, int batch, int sub0, const fsdp_worlds *ws, const char *budget,
+                              size_t fixed, dn_hooks *hooks, FILE *out)
 {
     char *end = NULL;
     double mb = strtod(budget, &end);
     if (!*budget || *end || !(mb > 0))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: expected megabytes per rank, more than 0", budget);
-    fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks, without and "
-            "with recompute=1 in [net], the fewest subdivisions (the cfg's batch=%d per rank kept: more subdivisions, "
-            "fewer images per forward):\n\n"
-            "| ranks | recompute | subdivisions | images per forward | predicted peak per rank (MB) |\n"
-            "|---|---|---|---|---|\n", budget, batch);
-    for (long w = 1; w <= max_world; ++w)
+    int sub[32], nsub = candidates(batch, sub0, sub, 32);
+    double *peaks = calloc((size_t)(2 * nsub + 1) * (size_t)ws->n, sizeof *peaks);
+    if (!peaks) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = budget_peaks(cfg, sub, nsub, ws, fixed, hooks, peaks);
+    if (s == FSDP_OK)
+        fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks, without and "
+                "with recompute=1 in [net], the fewest subdivisions (the cfg's batch=%d per rank kept: more "
+                "subdivisions, fewer images per forward):\n\n"
+                "| ranks | recompute | subdivisions | images per forward | predicted peak per rank (MB) |\n"
+                "|---|---|---|---|---|\n", budget, batch);
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i)
         for (int rc = 0; rc <= 1; ++rc) {
-            double least = 0;
-            int fit = 0, last = sub0;
-            for (int s = sub0; s <= batch && !fit; s *= 2) {
-                if (batch % s) continue;
-                char path[4096];
-                fsdp_mem_prediction p;
-                FSDP_TRY(with_settings(cfg, s, rc, path, sizeof path));
-                cfg_seen seen;
-                fsdp_status st = predict(path, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, NULL);
-                remove(path);
-                FSDP_TRY(st);
-                least = p.peak / 1e6;
-                last = s;
-                if (least <= mb) {
-                    fprintf(out, "| %ld | %d | %d | %d | %.1f |\n", w, rc, s, batch / s, least);
-                    fit = 1;
-                }
-                if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
-            }
-            if (!fit)
-                fprintf(out, "| %ld | %d | none fits | at %d subdivisions, %d | %.1f |\n", w, rc, last, batch / last,
-                        least);
+            const double *p = peaks + (size_t)rc * nsub * ws->n + i;
+            int k = 0;
+            while (k < nsub && p[(size_t)k * ws->n] > mb) ++k;
+            if (k < nsub)
+                fprintf(out, "| %d | %d | %d | %d | %.1f |\n", ws->world[i], rc, sub[k], batch / sub[k],
+                        p[(size_t)k * ws->n]);
+            else
+                fprintf(out, "| %d | %d | none fits | at %d subdivisions, %d | %.1f |\n", ws->world[i], rc,
+                        nsub ? sub[nsub - 1] : sub0, batch / (nsub ? sub[nsub - 1] : sub0),
+                        nsub ? p[(size_t)(nsub - 1) * ws->n] : 0.0);
         }
+    free(peaks);
+    return s;
+}
+
+/* One row of the table: rank 0's prediction at world w under each
+ * strategy, from the build at one rank (first, under full) or from each
+ * strategy's build at two (opened at its first use). */
+static fsdp_status table_row(const char *cfg, int w, const fsdp_mem_prediction *first, plan_build *base,
+                             size_t fixed, dn_hooks *hooks, FILE *out, double *full)
+{
+    fprintf(out, "| %d |", w);
+    for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
+        fsdp_mem_prediction p = *first;
+        cfg_seen seen;
+        fsdp_status st = FSDP_OK;
+        if (w == 1 && s != FSDP_SHARD_FULL) st = predict(cfg, 1, (fsdp_strategy)s, fixed, hooks, &p, &seen, NULL);
+        else if (w > 1 && !base[s].e) st = build_open(cfg, 2, (fsdp_strategy)s, hooks, &base[s], &seen);
+        if (st == FSDP_OK && w > 1) st = build_predict(&base[s], fixed, w, &p);
+        if (st != FSDP_OK) return st;
+        if (s == FSDP_SHARD_FULL) *full = p.peak / 1e6;
+        char node[48] = "", pss[32] = "";
+        if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
+        if (p.node_shared) snprintf(pss, sizeof pss, "; PSS %.1f", p.pss / 1e6);
+        fprintf(out, " %.1f (%.1f + %s%.1f%s) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6, pss);
+    }
+    fprintf(out, "\n");
+    fflush(out);   /* each row as it is computed */
     return FSDP_OK;
 }
 
-fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks, FILE *out)
+/* The table's rows, then the groups table at the most ranks under full. */
+static fsdp_status table(const char *cfg, const fsdp_worlds *ws, const fsdp_mem_prediction *first, size_t fixed,
+                         dn_hooks *hooks, FILE *out, double *full)
 {
-    char *end = NULL;
-    long n = max_world ? strtol(max_world, &end, 10) : 0;
-    if (!max_world || !*max_world || *end || n < 1 || n > 4096)
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: expected a number of ranks from 1 to 4096",
-                         max_world ? max_world : "");
+    plan_build base[FSDP_SHARD_NONE + 1] = { { 0 } };
+    fsdp_status s = FSDP_OK;
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) s = table_row(cfg, ws->world[i], first, base, fixed, hooks, out, full);
+    int most = ws->world[ws->n - 1];
+    /* The groups and what they hold are the same at every world past one. */
+    cfg_seen seen;
+    fsdp_mem_prediction p;
+    if (s == FSDP_OK && most > 1) groups_table(base[FSDP_SHARD_FULL].e, base[FSDP_SHARD_FULL].net, most, out);
+    else if (s == FSDP_OK) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, out);
+    for (int k = 0; k <= FSDP_SHARD_NONE; ++k) {
+        fsdp_status f = base[k].e ? build_close(&base[k], hooks) : FSDP_OK;
+        if (s == FSDP_OK) s = f;
+    }
+    return s;
+}
+
+fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *budget, dn_hooks *hooks, FILE *out)
+{
+    fsdp_worlds ws;
+    FSDP_TRY(fsdp_worlds_parse(worlds, &ws));
+    fsdp_status s = FSDP_OK;
     if (!cfg || access(cfg, R_OK) != 0)
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: give the cfg to plan: darknet -plugin PLUGIN "
-                         "-fsdp-plan N CFG", max_world);
-    FSDP_TRY(fsdp_memplan_warm_up(NULL));
+        s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: give the cfg to plan: darknet -plugin PLUGIN "
+                      "-fsdp-plan N CFG", worlds);
+    if (s == FSDP_OK) s = fsdp_memplan_warm_up(NULL);
     size_t fixed = fsdp_memplan_resident();
     /* A cfg the plugin refuses says why before any table starts. */
     cfg_seen seen = { 1, 1, 0 };
     fsdp_mem_prediction first;
-    FSDP_TRY(predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &first, &seen, NULL));
-    fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
-            "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
-    double full = 0;
-    /* The groups table comes from the build at N ranks under full, printed
-     * after the table. */
-    char *groups = NULL;
-    size_t groups_len = 0;
-    FILE *g = open_memstream(&groups, &groups_len);
-    if (!g) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (long w = 1; w <= n; ++w) {
-        fprintf(out, "| %ld |", w);
-        for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
-            fsdp_mem_prediction p = first;
-            int last = w == n && s == FSDP_SHARD_FULL;
-            /* One rank under full was the check's build (unless its groups table is wanted). */
-            fsdp_status st = w == 1 && s == FSDP_SHARD_FULL && !last
-                             ? FSDP_OK : predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, last ? g : NULL);
-            if (st != FSDP_OK) {
-                fclose(g);
-                free(groups);
-                return st;
-            }
-            if (s == FSDP_SHARD_FULL) full = p.peak / 1e6;
-            char node[48] = "", pss[32] = "";
-            if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
-            if (p.node_shared) snprintf(pss, sizeof pss, "; PSS %.1f", p.pss / 1e6);
-            fprintf(out, " %.1f (%.1f + %s%.1f%s) |", p.peak / 1e6, p.model_state / 1e6, node, p.step_buffers / 1e6, pss);
-        }
-        fprintf(out, "\n");
-    }
-    fclose(g);
-    fputs(groups, out);
-    free(groups);
+    double flipped = 0, as_is = 0;
+    if (s == FSDP_OK) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &first, &seen, NULL);
+    if (s == FSDP_OK)
+        fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
+                "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n",
+                cfg);
+    if (s == FSDP_OK) s = table(cfg, &ws, &first, fixed, hooks, out, &as_is);
     /* What recompute=1 in [net] changes at the most ranks. */
-    fsdp_mem_prediction p;
+    int most = ws.n ? ws.world[ws.n - 1] : 1;
+    fsdp_worlds one = { 1, &most };
     char path[4096];
-    FSDP_TRY(with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path));
-    cfg_seen other;
-    fsdp_status st = predict(path, (int)n, FSDP_SHARD_FULL, fixed, hooks, &p, &other, NULL);
-    remove(path);
-    FSDP_TRY(st);
-    fprintf(out, "\n%s recompute=1 in [net], %ld ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
-            seen.recompute ? "Without" : "With", n, p.peak / 1e6, full);
-    return budget ? fit_budget(cfg, seen.batch, seen.subdivisions, n, budget, fixed, hooks, out) : FSDP_OK;
+    if (s == FSDP_OK) s = with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path);
+    if (s == FSDP_OK) {
+        s = peaks_at(path, &one, fixed, hooks, &flipped);
+        remove(path);
+    }
+    if (s == FSDP_OK)
+        fprintf(out, "\n%s recompute=1 in [net], %d ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
+                seen.recompute ? "Without" : "With", most, flipped, as_is);
+    if (s == FSDP_OK && budget) s = fit_budget(cfg, seen.batch, seen.subdivisions, &ws, budget, fixed, hooks, out);
+    fsdp_worlds_free(&ws);
+    return s;
 }
 
 fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,

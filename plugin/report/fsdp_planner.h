@@ -1,6 +1,7 @@
-/* fsdp_planner.h: `darknet -plugin ... -fsdp-plan N CFG`: the memory each
- * rank needs for CFG at worlds 1..N under each strategy, without training
- * (docs/DESIGN.md, "Memory"). */
+/* fsdp_planner.h: `darknet -plugin ... -fsdp-plan WORLDS CFG`: the memory
+ * each rank needs for CFG at each world (fsdp_worlds.h: N for 1..N, or a
+ * list and ranges) under each strategy, without training (docs/DESIGN.md,
+ * "Memory"). */
 #ifndef FSDP_PLANNER_H
 #define FSDP_PLANNER_H
 
@@ -10,15 +11,17 @@
 #include "fsdp.h"
 #include "fsdp_memplan.h"
 
-/* Builds CFG once per world and strategy in this process, through the
- * engine's own set-up on a stand-in backend of that world (this rank is
- * rank 0), and prints the predictions as a markdown table on out.  hooks
+/* Builds CFG in this process through the engine's own set-up on a
+ * stand-in backend (this rank is rank 0): under each strategy once at one
+ * rank and once at two, whose engine gives every larger world's row
+ * (fsdp_memplan_predict_world); prints the predictions as a markdown
+ * table on out, each row as it is computed.  hooks
  * is Darknet's table: its cfg_option is pointed at the stand-in engine
  * while CFG is read.  With budget (-fsdp-budget MB, else NULL), a second
  * table: for each world under `full`, without and with recompute=1 in
  * [net], the fewest subdivisions (the cfg's times a power of two that
  * divides its batch) whose predicted peak per rank fits, each from a copy
- * of CFG with those settings. */
+ * of CFG with those settings (built at one rank and at two). */
 /* What a training step of a cfg moves per rank, from the byte theory. */
 #define FSDP_PLAN_PARTS 64
 typedef struct fsdp_plan_step {
@@ -35,7 +38,7 @@ typedef struct fsdp_plan_step {
 fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
                                fsdp_plan_step *step);
 
-fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks,
+fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *budget, dn_hooks *hooks,
                              FILE *out);
 
 #endif

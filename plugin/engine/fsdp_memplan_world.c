@@ -1,0 +1,80 @@
+/* The prediction at another world from one set-up engine
+ * (fsdp_memplan_predict_world, fsdp_memplan.h).
+ *
+ * Past one rank, what a world changes in a set-up engine is sizes alone:
+ * each flat's shard (its count over the world, aligned), its full buffer
+ * (world shards) and own part, so its model state; node memory's slots
+ * (the largest full buffer, one per rank) and its total.  The groups, the
+ * step plan, the flats' kinds and layouts, the activations and the staged
+ * build are the same at every world of two ranks or more.  So a copy of
+ * the engine with those sizes laid out again for the world, on a stand-in
+ * control and null backend of that world, is the engine a build at that
+ * world would have set up, as far as fsdp_memplan_predict reads it: the
+ * unit tests hold the two predictions equal at several worlds and under
+ * each strategy. */
+#include <stdlib.h>
+#include <string.h>
+#include "fsdp_engine_impl.h"
+#include "fsdp_memplan.h"
+
+/* f as fsdp_flat_setup lays it out for `world` (lay_out, fsdp_flat.c);
+ * its model state as setup counts it: its own part (sharded) or its full
+ * buffer (replicas, frozen replicas), and the optimizer's moments. */
+static void relay(const fsdp_mem_ctx *mem, fsdp_flat *f, int world)
+{
+    if (!f->nt) return;
+    const fsdp_flat_kind *k = &f->kind;
+    f->shard = fsdp_mem_aligned(mem, fsdp_shard_count(f->count, world));
+    f->nfull = (k->sharded || k->state) && !k->whole ? f->shard * (size_t)world : f->count;
+    f->own_count = !k->sharded && !k->state ? 0 : k->whole ? f->count : f->shard;
+    size_t floats = (k->sharded ? f->own_count : f->nfull) + (k->state ? (size_t)(1 + k->adam) * f->own_count : 0);
+    f->state_bytes = floats * sizeof(float);
+}
+
+/* Node memory as share_node (fsdp_engine.c) sizes it for the layout `at`:
+ * every flat's full buffer, and per rank of a machine a slot of the
+ * largest trainable one (two on several machines). */
+static void resize_node(fsdp_engine *e, fsdp_node_layout at)
+{
+    size_t total = 0, slot = 0;
+    for (int g = 0; g < e->ngroups; ++g) {
+        total += e->groups[g].train.nfull + e->groups[g].frozen.nfull;
+        if (e->groups[g].train.nfull > slot) slot = e->groups[g].train.nfull;
+    }
+    size_t nslots = at.machines > 1 ? 2 : 1;
+    e->node.at = at;
+    e->node.slot_floats = slot;
+    e->node_bytes = (total + slot * (size_t)at.ranks * nslots) * sizeof(float);
+}
+
+fsdp_status fsdp_memplan_predict_world(const fsdp_engine *real, const network *net, fsdp_mem_fixed fixed, int world,
+                                       fsdp_mem_prediction *out)
+{
+    if (real->ctl->world < 2 || world < 2 || real->coll->node.machines > 1)
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a prediction at %d ranks comes from an engine set up at 2 or "
+                         "more ranks of one machine (this one: %d)", world, real->ctl->world);
+    fsdp_engine e = *real;
+    e.ctl = NULL;
+    e.coll = NULL;
+    e.groups = calloc((size_t)real->ngroups, sizeof *e.groups);
+    fsdp_status s = e.groups ? fsdp_ctl_lone_create("null", world, &e.ctl) : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    if (s == FSDP_OK) s = fsdp_backend_null_like(real->coll, &e.coll);
+    if (s == FSDP_OK) {
+        e.coll->world = world;
+        /* What the flats see: this world's control, backend and node. */
+        e.flat = (fsdp_flat_ctx){ &e.mem, e.ctl, e.coll, real->flat.values_agreed, &e.node, NULL };
+        e.tally.model_state_bytes = 0;
+        for (int g = 0; g < e.ngroups; ++g) {
+            e.groups[g] = real->groups[g];
+            relay(&e.mem, &e.groups[g].train, world);
+            relay(&e.mem, &e.groups[g].frozen, world);
+            e.tally.model_state_bytes += e.groups[g].train.state_bytes + e.groups[g].frozen.state_bytes;
+        }
+        if (e.node.on) resize_node(&e, fsdp_coll_node_layout(e.coll));
+        fsdp_memplan_predict(&e, net, fixed, 0, out);
+    }
+    if (e.coll) fsdp_coll_free(e.coll);
+    if (e.ctl) fsdp_ctl_free(e.ctl);
+    free(e.groups);
+    return s;
+}
