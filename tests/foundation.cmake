@@ -22,7 +22,7 @@ fsdp_unit_test(test_flat test_flat.c)
 fsdp_unit_test(test_grad test_grad.c)
 fsdp_unit_test(test_mem test_mem.c)
 # One Criterion file per feature.
-foreach(t cfg plan optim abi hash watch agree backend hosts wire)
+foreach(t cfg plan optim abi hash watch agree backend hosts wire report)
   fsdp_unit_test(test_${t} test_${t}.c)
 endforeach()
 fsdp_script_test(setup_refusals test_setup.sh)

@@ -411,3 +411,17 @@ fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_
     remove(path);
     return s;
 }
+
+fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at, int world,
+                                 dn_hooks *hooks, fsdp_mem_prediction *out)
+{
+    char path[4096];
+    FSDP_TRY(with_keys(cfg, keys, path, sizeof path));
+    plan_build b;
+    fsdp_status s = build_open(path, built_at, strategy, hooks, &b, NULL);
+    remove(path);
+    FSDP_TRY(s);
+    s = build_predict(&b, 0, world, out);
+    fsdp_status f = build_close(&b, hooks);
+    return s != FSDP_OK ? s : f;
+}

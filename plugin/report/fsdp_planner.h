@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include "darknet_plugin.h"
 #include "fsdp.h"
+#include "fsdp_cfg.h"
 #include "fsdp_memplan.h"
 
 /* Builds CFG in this process through the engine's own set-up on a
@@ -37,6 +38,13 @@ typedef struct fsdp_plan_step {
  * step's bytes. */
 fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
                                fsdp_plan_step *step);
+
+/* Rank 0's prediction at `world` (fixed cost 0) from a build of cfg with
+ * `keys` in its [net] at `built_at` ranks under `strategy`: the build's own
+ * where the two are equal, else laid out again for `world` (both 2 or
+ * more), as the table's rows are. */
+fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at, int world,
+                                 dn_hooks *hooks, fsdp_mem_prediction *out);
 
 fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *budget, dn_hooks *hooks,
                              FILE *out);
