@@ -4,6 +4,7 @@
 #include "fsdp_acts.h"
 #include "fsdp_engine.h"
 #include "fsdp_memplan.h"
+#include "fsdp_planfan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
 #include "fsdp_worlds.h"
@@ -121,17 +122,23 @@ static fsdp_status build_open(const char *cfg, int world, fsdp_strategy strategy
     return s;
 }
 
-/* Rank 0's prediction at `world` from an open build: its own, or laid out
- * again for that world. */
-static fsdp_status build_predict(const plan_build *b, size_t fixed, int world, fsdp_mem_prediction *out)
+/* Rank 0's prediction at `world` from an engine set up at `built` ranks:
+ * its own, or laid out again for that world. */
+static fsdp_status engine_predict(const fsdp_engine *e, const network *net, int built, size_t fixed, int world,
+                                  fsdp_mem_prediction *out)
 {
     fsdp_mem_fixed fx = { fixed, fixed };
     *out = (fsdp_mem_prediction){ 0 };
-    if (world == b->world) {
-        fsdp_memplan_predict(b->e, b->net, fx, 0, out);
+    if (world == built) {
+        fsdp_memplan_predict(e, net, fx, 0, out);
         return FSDP_OK;
     }
-    return fsdp_memplan_predict_world(b->e, b->net, fx, world, out);
+    return fsdp_memplan_predict_world(e, net, fx, world, out);
+}
+
+static fsdp_status build_predict(const plan_build *b, size_t fixed, int world, fsdp_mem_prediction *out)
+{
+    return engine_predict(b->e, b->net, b->world, fixed, world, out);
 }
 
 /* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
@@ -236,21 +243,76 @@ static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size
     return FSDP_OK;
 }
 
-/* Rank 0's peak under `full` at each world of ws, MB: a build at one rank
- * where it is listed, and one at two for the others. */
+/* The fan's builds (fsdp_planfan.h) answer, for each world of ws in turn
+ * that they serve, rank 0's prediction: a build at one rank for world 1,
+ * one at two for the others; the one numbered `groups` then its groups
+ * table at the most ranks, as a length and its text. */
+typedef struct serving {
+    const fsdp_worlds *ws;
+    const int *world;    /* each build's */
+    size_t fixed;
+    int groups;
+} serving;
+
+static fsdp_status serve(int k, const fsdp_engine *e, const network *net, int fd, void *arg)
+{
+    const serving *v = arg;
+    for (int i = 0; i < v->ws->n; ++i) {
+        int w = v->ws->world[i];
+        if ((w == 1) != (v->world[k] == 1)) continue;
+        fsdp_mem_prediction p;
+        FSDP_TRY(engine_predict(e, net, v->world[k], v->fixed, w, &p));
+        FSDP_TRY(fsdp_fan_write(fd, &p, sizeof p));
+    }
+    if (k != v->groups) return FSDP_OK;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (!g) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    groups_table(e, net, v->ws->world[v->ws->n - 1], g);
+    fclose(g);
+    fsdp_status s = fsdp_fan_write(fd, &len, sizeof len);
+    if (s == FSDP_OK) s = fsdp_fan_write(fd, text, len);
+    free(text);
+    return s;
+}
+
+/* Starts the builds the worlds of ws need under each of the strategies
+ * [0, nstrat): at one rank where ws has world 1 (but `skip1`'s, answered
+ * already), at two where it has more; *at[w > 1][strategy] says which. */
+static fsdp_status fan_for(const char *cfg, const fsdp_worlds *ws, int nstrat, int skip1, serving *v, int *world,
+                           int at[2][3], dn_hooks *hooks, fsdp_fan *fan)
+{
+    fsdp_strategy strategy[FSDP_FAN_MAX];
+    int n = 0;
+    for (int big = 0; big <= 1; ++big)
+        for (int s = 0; s < nstrat; ++s) {
+            at[big][s] = -1;
+            int wanted = big ? ws->world[ws->n - 1] > 1 : ws->world[0] == 1 && s != skip1;
+            if (!wanted) continue;
+            at[big][s] = n;
+            world[n] = big ? 2 : 1;
+            strategy[n++] = (fsdp_strategy)s;
+        }
+    v->world = world;
+    if (v->groups >= 0) v->groups = at[1][FSDP_SHARD_FULL];
+    *fan = (fsdp_fan){ 0 };
+    return n ? fsdp_fan_open(cfg, n, world, strategy, hooks, serve, v, fan) : FSDP_OK;
+}
+
+/* Rank 0's peak under `full` at each world of ws, MB. */
 static fsdp_status peaks_at(const char *cfg, const fsdp_worlds *ws, size_t fixed, dn_hooks *hooks, double *mb)
 {
-    plan_build b = { 0 };
-    fsdp_status s = FSDP_OK;
+    serving v = { ws, NULL, fixed, -1 };
+    int world[FSDP_FAN_MAX], at[2][3];
+    fsdp_fan fan;
+    fsdp_status s = fan_for(cfg, ws, 1, -1, &v, world, at, hooks, &fan);
     for (int i = 0; i < ws->n && s == FSDP_OK; ++i) {
-        fsdp_mem_prediction p = { 0 };
-        cfg_seen seen;
-        if (ws->world[i] == 1) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, NULL);
-        else if (b.e || (s = build_open(cfg, 2, FSDP_SHARD_FULL, hooks, &b, &seen)) == FSDP_OK)
-            s = build_predict(&b, fixed, ws->world[i], &p);
+        fsdp_mem_prediction p;
+        s = fsdp_fan_read(&fan, at[ws->world[i] > 1][FSDP_SHARD_FULL], &p, sizeof p);
         mb[i] = p.peak / 1e6;
     }
-    fsdp_status f = b.e ? build_close(&b, hooks) : FSDP_OK;
+    fsdp_status f = fsdp_fan_close(&fan);
     return s != FSDP_OK ? s : f;
 }
 
@@ -318,20 +380,15 @@ static fsdp_status fit_budget(const char *cfg, int batch, int sub0, const fsdp_w
 }
 
 /* One row of the table: rank 0's prediction at world w under each
- * strategy, from the build at one rank (first, under full) or from each
- * strategy's build at two (opened at its first use). */
-static fsdp_status table_row(const char *cfg, int w, const fsdp_mem_prediction *first, plan_build *base,
-                             size_t fixed, dn_hooks *hooks, FILE *out, double *full)
+ * strategy, from the build at one rank (first, under full) or from the
+ * fan's builds. */
+static fsdp_status table_row(int w, const fsdp_mem_prediction *first, const fsdp_fan *fan, int at[2][3], FILE *out,
+                             double *full)
 {
     fprintf(out, "| %d |", w);
     for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
         fsdp_mem_prediction p = *first;
-        cfg_seen seen;
-        fsdp_status st = FSDP_OK;
-        if (w == 1 && s != FSDP_SHARD_FULL) st = predict(cfg, 1, (fsdp_strategy)s, fixed, hooks, &p, &seen, NULL);
-        else if (w > 1 && !base[s].e) st = build_open(cfg, 2, (fsdp_strategy)s, hooks, &base[s], &seen);
-        if (st == FSDP_OK && w > 1) st = build_predict(&base[s], fixed, w, &p);
-        if (st != FSDP_OK) return st;
+        if (w > 1 || s != FSDP_SHARD_FULL) FSDP_TRY(fsdp_fan_read(fan, at[w > 1][s], &p, sizeof p));
         if (s == FSDP_SHARD_FULL) *full = p.peak / 1e6;
         char node[48] = "", pss[32] = "";
         if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
@@ -343,24 +400,35 @@ static fsdp_status table_row(const char *cfg, int w, const fsdp_mem_prediction *
     return FSDP_OK;
 }
 
-/* The table's rows, then the groups table at the most ranks under full. */
+/* The groups table the fan's build at two ranks under full wrote last. */
+static fsdp_status groups_from(const fsdp_fan *fan, int k, FILE *out)
+{
+    size_t len;
+    FSDP_TRY(fsdp_fan_read(fan, k, &len, sizeof len));
+    char *text = malloc(len + 1);
+    if (!text) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = fsdp_fan_read(fan, k, text, len);
+    if (s == FSDP_OK) fwrite(text, 1, len, out);
+    free(text);
+    return s;
+}
+
+/* The table's rows, then the groups table at the most ranks under full
+ * (the same groups at every world past one). */
 static fsdp_status table(const char *cfg, const fsdp_worlds *ws, const fsdp_mem_prediction *first, size_t fixed,
                          dn_hooks *hooks, FILE *out, double *full)
 {
-    plan_build base[FSDP_SHARD_NONE + 1] = { { 0 } };
-    fsdp_status s = FSDP_OK;
-    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) s = table_row(cfg, ws->world[i], first, base, fixed, hooks, out, full);
-    int most = ws->world[ws->n - 1];
-    /* The groups and what they hold are the same at every world past one. */
+    serving v = { ws, NULL, fixed, 0 };
+    int world[FSDP_FAN_MAX], at[2][3];
+    fsdp_fan fan;
+    fsdp_status s = fan_for(cfg, ws, FSDP_SHARD_NONE + 1, FSDP_SHARD_FULL, &v, world, at, hooks, &fan);
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) s = table_row(ws->world[i], first, &fan, at, out, full);
     cfg_seen seen;
     fsdp_mem_prediction p;
-    if (s == FSDP_OK && most > 1) groups_table(base[FSDP_SHARD_FULL].e, base[FSDP_SHARD_FULL].net, most, out);
+    if (s == FSDP_OK && v.groups >= 0) s = groups_from(&fan, v.groups, out);
     else if (s == FSDP_OK) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, out);
-    for (int k = 0; k <= FSDP_SHARD_NONE; ++k) {
-        fsdp_status f = base[k].e ? build_close(&base[k], hooks) : FSDP_OK;
-        if (s == FSDP_OK) s = f;
-    }
-    return s;
+    fsdp_status f = fsdp_fan_close(&fan);
+    return s != FSDP_OK ? s : f;
 }
 
 fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *budget, dn_hooks *hooks, FILE *out)
