@@ -12,13 +12,14 @@
 #include "fsdp_cfg.h"
 #include "fsdp_memplan.h"
 
-/* Builds CFG in this process through the engine's own set-up on a
- * stand-in backend (this rank is rank 0): under each strategy once at one
- * rank and once at two, whose engine gives every larger world's row
- * (fsdp_memplan_predict_world); prints the predictions as a markdown
- * table on out, each row as it is computed.  hooks
- * is Darknet's table: its cfg_option is pointed at the stand-in engine
- * while CFG is read.  With budget (-fsdp-budget MB, else NULL), a second
+/* Builds CFG through the engine's own set-up on a stand-in backend (this
+ * rank is rank 0): once at one rank under `full` in this process (a cfg
+ * the plugin refuses says why before any table), then from one more parse
+ * under each strategy at one rank and at two, each in a child process
+ * (fsdp_planfan.h), whose engine at two gives every larger world's row
+ * (fsdp_memplan_predict_world); prints the predictions as a markdown table
+ * on out, each row as it is computed.  hooks is Darknet's table: its
+ * cfg_option is pointed at the stand-in engines while CFG is read.  With budget (-fsdp-budget MB, else NULL), a second
  * table: for each world under `full`, without and with recompute=1 in
  * [net], the fewest subdivisions (the cfg's times a power of two that
  * divides its batch) whose predicted peak per rank fits, each from a copy
