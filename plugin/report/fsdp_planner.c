@@ -65,8 +65,8 @@ static void groups_table(const fsdp_engine *e, const network *net, int world, FI
 /* What a step moves per rank (the byte theory); defined below. */
 static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step);
 
-/* One build of cfg as rank 0 of `world` under `strategy`, kept open: the
- * rows of other worlds come from it (fsdp_memplan_predict_world). */
+/* One build of cfg in this process as rank 0 of `world` under `strategy`:
+ * the check before the table, -fsdp-link's builds and the unit suite's. */
 typedef struct plan_build {
     fsdp_ctl *ctl;
     fsdp_coll *coll;
