@@ -3,7 +3,9 @@
 # that holds them (the bracketed figures exactly; the peak within the run
 # to run variation of the fixed cost, 0.2 MB), in ascending order, each
 # once; N alone is 1..N; 1024 ranks of a small cfg plan in one process;
-# malformed worlds are refused by name.
+# machines MxL: 1xL is the world L's row, 2x2 under shard=full and with
+# shard_node_shared=1 are what -fsdp-link 2x2 plans for them (less a fixed
+# cost measured after its compute); malformed worlds are refused by name.
 . "$(dirname "$0")/lib.sh"
 cfg=$S/cfg/bench/scale.cfg
 rows() { # rows OUT: "WORLD|CELL|CELL|CELL" per row of the table in OUT
@@ -57,7 +59,39 @@ check "-fsdp-plan 1024 on tiny.cfg: exit 0" plan 1024 "$S/cfg/tests/tiny.cfg" "$
 check "-fsdp-plan 1024: a row for each of 1..1024" \
   test "$(rows "$WORK/1024.md" | cut -d'|' -f1 | tr '\n' ' ')" = "$(seq 1 1024 | tr '\n' ' ')"
 
-for bad in 5-3 1,,2 0 4097 8x; do
+# Machines, as -fsdp-link reads them.
+check "-fsdp-plan 4,1x4,2x2,8x4: exit 0" plan 4,1x4,2x2,8x4 "$cfg" "$WORK/machines.md"
+check "its rows: 4 (1x4 is it), 2x2, 8x4" \
+  test "$(sed -n 's/^| \([0-9x]*\) |.*/\1/p' "$WORK/machines.md" | tr '\n' ' ')" = "4 2x2 8x4 "
+check "1x4 is the world of 4's row: $(same_rows "$WORK/machines.md" "$WORK/range.md")" \
+  same_rows "$WORK/machines.md" "$WORK/range.md"
+check "on several machines the default keeps node memory off (the copying path)" \
+  eval '! grep -q "^| 2x2 | [0-9.]* ([0-9.]* + [0-9.]* node-shared" "$WORK/machines.md"'
+link=$S/cfg/bench/link.cfg
+sed 's/^\[net\]$/[net]\nshard_node_shared=1/' "$link" > "$WORK/hybrid.cfg"
+check "-fsdp-plan 2x2 on link.cfg: exit 0" plan 2x2 "$link" "$WORK/link22.md"
+check "-fsdp-plan 2x2 with shard_node_shared=1: exit 0" plan 2x2 "$WORK/hybrid.cfg" "$WORK/hybrid22.md"
+check "-fsdp-link 2x2,20: exit 0" eval '"$DN" -plugin "$PLUGIN" -fsdp-plan 1 "$link" -fsdp-link 2x2,20 > "$WORK/link.md" 2>&1'
+out=$(python3 - "$WORK/link22.md" "$WORK/hybrid22.md" "$WORK/link.md" <<'PY'
+import re, sys
+def peak(path):
+    return float(re.search(r"^\| 2x2 \| ([\d.]+) ", open(path).read(), re.M).group(1))
+full, hybrid = peak(sys.argv[1]), peak(sys.argv[2])
+link = {}
+for line in open(sys.argv[3]):
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    if len(c) == 8 and c[1] == "fp32":
+        link["hybrid" in c[0]] = float(c[7])
+d = [link[False] - full, link[True] - hybrid]
+ok = len(link) == 2 and 0 <= d[0] < 5 and abs(d[0] - d[1]) <= 0.15
+print("-fsdp-plan 2x2: %.1f and %.1f (hybrid) MB; -fsdp-link 2x2: %.1f and %.1f" % (full, hybrid, link.get(False, 0), link.get(True, 0)))
+sys.exit(0 if ok else 1)
+PY
+) && pass "2x2 as -fsdp-link plans it, the same fixed cost apart: $out" || fail "2x2 against -fsdp-link: $out"
+check "node memory on 2x2 under shard_node_shared=1 (hybrid sharding)" \
+  grep -q "^| 2x2 | [0-9.]* ([0-9.]* + [0-9.]* node-shared" "$WORK/hybrid22.md"
+
+for bad in 5-3 1,,2 0 4097 8x 0x4 2x2-4 65x64 3x; do
   rc=0
   "$DN" -plugin "$PLUGIN" -fsdp-plan "$bad" "$cfg" > "$WORK/bad.out" 2> "$WORK/bad.err" || rc=$?
   check "-fsdp-plan $bad refused by name, exit 1, no table" \

@@ -37,9 +37,31 @@ Test(worlds, lists_and_ranges_ascending_each_once)
     fsdp_worlds_free(&w);
 }
 
+/* Machines as -fsdp-link reads them: after the one-machine world of the
+ * same ranks; 1xL is the world L. */
+Test(worlds, machines_of_equal_ranks)
+{
+    fsdp_worlds w;
+    cr_assert_eq(fsdp_worlds_parse("8x4,32,2x2,4,1x4,2x2", &w), FSDP_OK);
+    const int world[] = { 4, 4, 32, 32 }, machines[] = { 1, 2, 1, 8 };
+    cr_assert_eq(w.n, 4);
+    char label[32];
+    const char *labels[] = { "4", "2x2", "32", "8x4" };
+    for (int i = 0; i < 4; ++i) {
+        cr_assert(w.world[i] == world[i] && w.machines[i] == machines[i], "entry %d: %d on %d", i, w.world[i],
+                  w.machines[i]);
+        fsdp_worlds_label(&w, i, label, sizeof label);
+        cr_assert_str_eq(label, labels[i]);
+    }
+    fsdp_worlds_free(&w);
+    cr_assert_eq(fsdp_worlds_parse("64x64", &w), FSDP_OK);
+    cr_assert(w.n == 1 && w.world[0] == 4096 && w.machines[0] == 64);
+    fsdp_worlds_free(&w);
+}
+
 Test(worlds, malformed_or_out_of_range_refused)
 {
-    const char *bad[] = { "", "x", "0", "4097", "5-3", "1,,2", "1-", ",1", "2,", "-3", "1-4097", "3 ", "1x4", "+2" };
+    const char *bad[] = { "", "x", "0", "4097", "5-3", "1,,2", "1-", ",1", "2,", "-3", "1-4097", "3 ", "0x4", "2x", "x4", "2x2-4", "65x64", "2x2x2", "+2" };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; ++k) {
         fsdp_worlds w;
         cr_assert_eq(fsdp_worlds_parse(bad[k], &w), FSDP_ERR_CONFIG, "'%s' refused", bad[k]);
@@ -82,13 +104,59 @@ static void laid_out_as_built(const char *cfg, const char *keys)
     for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s)
         for (size_t k = 0; k < sizeof worlds / sizeof *worlds; ++k) {
             fsdp_mem_prediction laid, built;
-            cr_assert_eq(fsdp_planner_predict(cfg, keys, (fsdp_strategy)s, 2, worlds[k], &dn_plugin, &laid), FSDP_OK);
-            cr_assert_eq(fsdp_planner_predict(cfg, keys, (fsdp_strategy)s, worlds[k], worlds[k], &dn_plugin, &built),
+            cr_assert_eq(fsdp_planner_predict(cfg, keys, (fsdp_strategy)s, 2, 1, worlds[k], 1, &dn_plugin, &laid), FSDP_OK);
+            cr_assert_eq(fsdp_planner_predict(cfg, keys, (fsdp_strategy)s, worlds[k], 1, worlds[k], 1, &dn_plugin, &built),
                          FSDP_OK);
             char what[256];
             snprintf(what, sizeof what, "%s [%s] strategy %d, %d ranks", cfg, keys, s, worlds[k]);
             same(&laid, &built, what);
         }
+}
+
+/* On several machines, from the build on two machines of two: node memory
+ * and its slots per machine, hybrid sharding's exchanges between peers. */
+static void machines_laid_out_as_built(const char *cfg, const char *keys)
+{
+    const int machines[] = { 3, 8, 4 }, ranks[] = { 4, 4, 3 };
+    for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s)
+        for (size_t k = 0; k < sizeof machines / sizeof *machines; ++k) {
+            int world = machines[k] * ranks[k];
+            fsdp_mem_prediction laid, built;
+            cr_assert_eq(fsdp_planner_predict(cfg, keys, (fsdp_strategy)s, 4, 2, world, machines[k], &dn_plugin,
+                                              &laid), FSDP_OK);
+            cr_assert_eq(fsdp_planner_predict(cfg, keys, (fsdp_strategy)s, world, machines[k], world, machines[k],
+                                              &dn_plugin, &built), FSDP_OK);
+            char what[256];
+            snprintf(what, sizeof what, "%s [%s] strategy %d, %dx%d", cfg, keys, s, machines[k], ranks[k]);
+            same(&laid, &built, what);
+        }
+}
+
+Test(rows, several_machines_hybrid_and_copying, .init = plugin_malloc)
+{
+    machines_laid_out_as_built(cfg_path("bench/scale.cfg"), "shard_node_shared=1\n");
+    machines_laid_out_as_built(cfg_path("bench/scale.cfg"), "");
+    machines_laid_out_as_built(cfg_path("tests/tiny.cfg"), "adam=1\nsubdivisions=2\nshard_node_shared=1\n");
+}
+
+/* On 4 machines of 3 under hybrid sharding against one machine of 12: the
+ * same shards; a rank reads the gradient slots of its machine's 3 ranks
+ * (and as many reduce slots) instead of 12, so it maps less node memory;
+ * but its PSS share of its machine's node memory (every parameter once,
+ * 2 x 3 slots) is a third, not a twelfth, so it is larger. */
+Test(rows, node_memory_per_machine, .init = plugin_malloc)
+{
+    fsdp_mem_prediction one, four;
+    const char *cfg = cfg_path("bench/scale.cfg");
+    cr_assert_eq(fsdp_planner_predict(cfg, "shard_node_shared=1\n", FSDP_SHARD_FULL, 2, 1, 12, 1, &dn_plugin, &one),
+                 FSDP_OK);
+    cr_assert_eq(fsdp_planner_predict(cfg, "shard_node_shared=1\n", FSDP_SHARD_FULL, 4, 2, 12, 4, &dn_plugin, &four),
+                 FSDP_OK);
+    cr_assert_gt(four.node_shared, 0);
+    cr_assert_lt(four.node_shared, one.node_shared, "node memory mapped on 4x3 %zu, on one machine of 12 %zu",
+                 four.node_shared, one.node_shared);
+    cr_assert_eq(four.model_state, one.model_state);
+    cr_assert_gt(four.pss, one.pss, "PSS on 4x3 %zu, on one machine of 12 %zu", four.pss, one.pss);
 }
 
 Test(rows, four_groups_node_shared_and_copying, .init = plugin_malloc)
@@ -114,11 +182,11 @@ Test(rows, recomputed_groups, .init = plugin_malloc)
 Test(rows, model_state_by_hand)
 {
     fsdp_mem_prediction p;
-    cr_assert_eq(fsdp_planner_predict(cfg_path("bench/scale.cfg"), "", FSDP_SHARD_NONE, 2, 100, &dn_plugin, &p),
+    cr_assert_eq(fsdp_planner_predict(cfg_path("bench/scale.cfg"), "", FSDP_SHARD_NONE, 2, 1, 100, 1, &dn_plugin, &p),
                  FSDP_OK);
     cr_assert_eq(p.model_state, (size_t)8 * 5265894);
-    cr_assert_eq(fsdp_planner_predict(cfg_path("bench/scale.cfg"), "shard_node_shared=0\n", FSDP_SHARD_FULL, 2, 1000,
-                                      &dn_plugin, &p), FSDP_OK);
+    cr_assert_eq(fsdp_planner_predict(cfg_path("bench/scale.cfg"), "shard_node_shared=0\n", FSDP_SHARD_FULL, 2, 1,
+                                      1000, 1, &dn_plugin, &p), FSDP_OK);
     cr_assert_geq(p.model_state, (size_t)8 * 5265894 / 1000);
     cr_assert_leq(p.model_state, (size_t)8 * (5265894 / 1000 + 1 + 16 * 5));   /* 5 groups, each padded */
 }

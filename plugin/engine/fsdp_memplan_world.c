@@ -11,7 +11,8 @@
  * control and null backend of that world, is the engine a build at that
  * world would have set up, as far as fsdp_memplan_predict reads it: the
  * unit tests hold the two predictions equal at several worlds and under
- * each strategy. */
+ * each strategy.  On several machines the same holds among builds on
+ * several machines (node memory per machine, its slots two per rank). */
 #include <stdlib.h>
 #include <string.h>
 #include "fsdp_engine_impl.h"
@@ -47,20 +48,31 @@ static void resize_node(fsdp_engine *e, fsdp_node_layout at)
     e->node_bytes = (total + slot * (size_t)at.ranks * nslots) * sizeof(float);
 }
 
-fsdp_status fsdp_memplan_predict_world(const fsdp_engine *real, const network *net, fsdp_mem_fixed fixed, int world,
-                                       fsdp_mem_prediction *out)
+/* The stand-in backend of `world` ranks on `machines` machines. */
+static fsdp_status layout_for(const fsdp_coll *real, int world, int machines, fsdp_coll **out)
 {
-    if (real->ctl->world < 2 || world < 2 || real->coll->node.machines > 1)
-        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a prediction at %d ranks comes from an engine set up at 2 or "
-                         "more ranks of one machine (this one: %d)", world, real->ctl->world);
+    FSDP_TRY(fsdp_backend_null_like(real, out));
+    (*out)->world = world;
+    return machines > 1 ? fsdp_backend_null_machines(*out, machines) : FSDP_OK;
+}
+
+fsdp_status fsdp_memplan_predict_world(const fsdp_engine *real, const network *net, fsdp_mem_fixed fixed, int world,
+                                       int machines, fsdp_mem_prediction *out)
+{
+    /* One machine and several differ in more than sizes (the default
+     * node memory, prefetch, the exchanges): each comes from its own kind. */
+    int built_on = real->coll->node.machines > 1 ? real->coll->node.machines : 1;
+    if (real->ctl->world < 2 || world < 2 || machines < 1 || world % machines || (built_on > 1) != (machines > 1))
+        return fsdp_fail(FSDP_ERR_UNSUPPORTED, "a prediction at %d ranks on %d machines comes from an engine set up "
+                         "at 2 or more ranks on one machine, or on several (this one: %d on %d)", world, machines,
+                         real->ctl->world, built_on);
     fsdp_engine e = *real;
     e.ctl = NULL;
     e.coll = NULL;
     e.groups = calloc((size_t)real->ngroups, sizeof *e.groups);
     fsdp_status s = e.groups ? fsdp_ctl_lone_create("null", world, &e.ctl) : fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    if (s == FSDP_OK) s = fsdp_backend_null_like(real->coll, &e.coll);
+    if (s == FSDP_OK) s = layout_for(real->coll, world, machines, &e.coll);
     if (s == FSDP_OK) {
-        e.coll->world = world;
         /* What the flats see: this world's control, backend and node. */
         e.flat = (fsdp_flat_ctx){ &e.mem, e.ctl, e.coll, real->flat.values_agreed, &e.node, NULL };
         e.tally.model_state_bytes = 0;

@@ -66,10 +66,12 @@ static void child(int k, fsdp_engine *e, network *net, int fd, fsdp_fan_serve se
 }
 
 /* Engines for each build, on stand-in backends of their worlds. */
-static fsdp_status engines(int n, const int *world, fsdp_ctl **ctl, fsdp_coll **coll, fan_keys *keys)
+static fsdp_status engines(int n, const int *world, const int *machines, fsdp_ctl **ctl, fsdp_coll **coll,
+                           fan_keys *keys)
 {
     for (int k = 0; k < n; ++k) {
         FSDP_TRY(fsdp_backend_null_create(world[k], &ctl[k], &coll[k]));
+        if (machines[k] > 1) FSDP_TRY(fsdp_backend_null_machines(coll[k], machines[k]));
         FSDP_TRY(fsdp_engine_create(ctl[k], coll[k], &keys->e[k]));
         keys->n = k + 1;
         /* As fsdp_planner.c's builds: a training run, staged on several ranks. */
@@ -104,15 +106,15 @@ static fsdp_status start(int n, const fsdp_strategy *strategy, fan_keys *keys, n
     return FSDP_OK;
 }
 
-fsdp_status fsdp_fan_open(const char *cfg, int n, const int *world, const fsdp_strategy *strategy, dn_hooks *hooks,
-                          fsdp_fan_serve serve, void *arg, fsdp_fan *out)
+fsdp_status fsdp_fan_open(const char *cfg, int n, const int *world, const int *machines, const fsdp_strategy *strategy,
+                          dn_hooks *hooks, fsdp_fan_serve serve, void *arg, fsdp_fan *out)
 {
     *out = (fsdp_fan){ 0 };
     if (n < 1 || n > FSDP_FAN_MAX) return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan: %d builds at once", n);
     fsdp_ctl *ctl[FSDP_FAN_MAX] = { 0 };
     fsdp_coll *coll[FSDP_FAN_MAX] = { 0 };
     fan_keys keys = { .n = 0 };
-    fsdp_status s = engines(n, world, ctl, coll, &keys);
+    fsdp_status s = engines(n, world, machines, ctl, coll, &keys);
     network *net = NULL;
     if (s == FSDP_OK) {
         hooks->ctx = &keys;

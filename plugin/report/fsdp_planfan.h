@@ -16,7 +16,7 @@
 #include "fsdp_cfg.h"
 #include "fsdp_engine.h"
 
-#define FSDP_FAN_MAX 8
+#define FSDP_FAN_MAX 9   /* three strategies, each at one rank, two, and two machines of two */
 
 /* In the child of build k: its engine set up on net, rank 0 of its world;
  * writes its answers to fd.  A status other than FSDP_OK is the child's
@@ -29,10 +29,10 @@ typedef struct fsdp_fan {
     int pid[FSDP_FAN_MAX];
 } fsdp_fan;
 
-/* Parses cfg once for n builds (build k: world[k] ranks under
- * strategy[k]) and starts a child for each. */
-fsdp_status fsdp_fan_open(const char *cfg, int n, const int *world, const fsdp_strategy *strategy, dn_hooks *hooks,
-                          fsdp_fan_serve serve, void *arg, fsdp_fan *out);
+/* Parses cfg once for n builds (build k: world[k] ranks on machines[k]
+ * machines of equal ranks, under strategy[k]) and starts a child for each. */
+fsdp_status fsdp_fan_open(const char *cfg, int n, const int *world, const int *machines, const fsdp_strategy *strategy,
+                          dn_hooks *hooks, fsdp_fan_serve serve, void *arg, fsdp_fan *out);
 /* Reads exactly n bytes of build k's answers: FSDP_ERR_IO where its child
  * stopped first. */
 fsdp_status fsdp_fan_read(const fsdp_fan *f, int k, void *buf, size_t n);

@@ -72,7 +72,7 @@ typedef struct plan_build {
     fsdp_coll *coll;
     fsdp_engine *e;
     network *net;
-    int world;
+    int world, machines;
 } plan_build;
 
 static fsdp_status build_close(plan_build *b, dn_hooks *hooks)
@@ -88,14 +88,15 @@ static fsdp_status build_close(plan_build *b, dn_hooks *hooks)
     return f;
 }
 
-static fsdp_status build_open(const char *cfg, int world, fsdp_strategy strategy, dn_hooks *hooks, plan_build *b,
-                              cfg_seen *seen)
+static fsdp_status build_open(const char *cfg, int world, int machines, fsdp_strategy strategy, dn_hooks *hooks,
+                              plan_build *b, cfg_seen *seen)
 {
     /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
-     * prediction is that of a one-machine run. */
-    *b = (plan_build){ .world = world };
+     * prediction is that of a run on one machine, or on `machines`. */
+    *b = (plan_build){ .world = world, .machines = machines };
     FSDP_TRY(fsdp_backend_null_create(world, &b->ctl, &b->coll));
-    fsdp_status st = fsdp_engine_create(b->ctl, b->coll, &b->e);
+    fsdp_status st = machines > 1 ? fsdp_backend_null_machines(b->coll, machines) : FSDP_OK;
+    if (st == FSDP_OK) st = fsdp_engine_create(b->ctl, b->coll, &b->e);
     if (st != FSDP_OK) {
         build_close(b, hooks);
         return st;
@@ -122,35 +123,37 @@ static fsdp_status build_open(const char *cfg, int world, fsdp_strategy strategy
     return s;
 }
 
-/* Rank 0's prediction at `world` from an engine set up at `built` ranks:
- * its own, or laid out again for that world. */
-static fsdp_status engine_predict(const fsdp_engine *e, const network *net, int built, size_t fixed, int world,
-                                  fsdp_mem_prediction *out)
+/* Rank 0's prediction at `world` ranks on `machines` from an engine set
+ * up at `built` ranks on `built_on`: its own, or laid out again. */
+static fsdp_status engine_predict(const fsdp_engine *e, const network *net, int built, int built_on, size_t fixed,
+                                  int world, int machines, fsdp_mem_prediction *out)
 {
     fsdp_mem_fixed fx = { fixed, fixed };
     *out = (fsdp_mem_prediction){ 0 };
-    if (world == built) {
+    if (world == built && machines == built_on) {
         fsdp_memplan_predict(e, net, fx, 0, out);
         return FSDP_OK;
     }
-    return fsdp_memplan_predict_world(e, net, fx, world, out);
+    return fsdp_memplan_predict_world(e, net, fx, world, machines, out);
 }
 
-static fsdp_status build_predict(const plan_build *b, size_t fixed, int world, fsdp_mem_prediction *out)
+static fsdp_status build_predict(const plan_build *b, size_t fixed, int world, int machines,
+                                 fsdp_mem_prediction *out)
 {
-    return engine_predict(b->e, b->net, b->world, fixed, world, out);
+    return engine_predict(b->e, b->net, b->world, b->machines, fixed, world, machines, out);
 }
 
 /* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
  * prediction; with groups, the groups table there too; with step, the
  * step's bytes. */
-static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
+static fsdp_status predict_bytes(const char *cfg, int world, int machines, fsdp_strategy strategy, size_t fixed,
+                                 dn_hooks *hooks,
                                  fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step)
 {
     plan_build b;
     *out = (fsdp_mem_prediction){ 0 };
-    FSDP_TRY(build_open(cfg, world, strategy, hooks, &b, seen));
-    fsdp_status s = build_predict(&b, fixed, world, out);
+    FSDP_TRY(build_open(cfg, world, machines, strategy, hooks, &b, seen));
+    fsdp_status s = build_predict(&b, fixed, world, machines, out);
     if (s == FSDP_OK && groups) groups_table(b.e, b.net, world, groups);
     if (s == FSDP_OK && step) s = step_of(b.e, b.net, world, step);
     fsdp_status f = build_close(&b, hooks);
@@ -160,7 +163,7 @@ static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strat
 static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
                            fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups)
 {
-    return predict_bytes(cfg, world, strategy, fixed, hooks, out, seen, groups, NULL);
+    return predict_bytes(cfg, world, 1, strategy, fixed, hooks, out, seen, groups, NULL);
 }
 
 /* What one step moves per rank at `world` under `strategy` (the byte
@@ -243,13 +246,22 @@ static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size
     return FSDP_OK;
 }
 
+/* The kinds of build the worlds need: one rank, two on one machine, and
+ * two machines of two (whose rows are those on several machines). */
+enum { AT_ONE, AT_MACHINE, AT_MACHINES, AT_KINDS };
+static const int kind_world[AT_KINDS] = { 1, 2, 4 }, kind_machines[AT_KINDS] = { 1, 1, 2 };
+
+static int kind_of(const fsdp_worlds *ws, int i)
+{
+    return ws->machines[i] > 1 ? AT_MACHINES : ws->world[i] > 1 ? AT_MACHINE : AT_ONE;
+}
+
 /* The fan's builds (fsdp_planfan.h) answer, for each world of ws in turn
- * that they serve, rank 0's prediction: a build at one rank for world 1,
- * one at two for the others; the one numbered `groups` then its groups
- * table at the most ranks, as a length and its text. */
+ * that their kind serves, rank 0's prediction; the one numbered `groups`
+ * then its groups table at the most ranks, as a length and its text. */
 typedef struct serving {
     const fsdp_worlds *ws;
-    const int *world;    /* each build's */
+    const int *kind;    /* each build's */
     size_t fixed;
     int groups;
 } serving;
@@ -257,11 +269,12 @@ typedef struct serving {
 static fsdp_status serve(int k, const fsdp_engine *e, const network *net, int fd, void *arg)
 {
     const serving *v = arg;
+    int kind = v->kind[k];
     for (int i = 0; i < v->ws->n; ++i) {
-        int w = v->ws->world[i];
-        if ((w == 1) != (v->world[k] == 1)) continue;
+        if (kind_of(v->ws, i) != kind) continue;
         fsdp_mem_prediction p;
-        FSDP_TRY(engine_predict(e, net, v->world[k], v->fixed, w, &p));
+        FSDP_TRY(engine_predict(e, net, kind_world[kind], kind_machines[kind], v->fixed, v->ws->world[i],
+                                v->ws->machines[i], &p));
         FSDP_TRY(fsdp_fan_write(fd, &p, sizeof p));
     }
     if (k != v->groups) return FSDP_OK;
@@ -278,38 +291,40 @@ static fsdp_status serve(int k, const fsdp_engine *e, const network *net, int fd
 }
 
 /* Starts the builds the worlds of ws need under each of the strategies
- * [0, nstrat): at one rank where ws has world 1 (but `skip1`'s, answered
- * already), at two where it has more; *at[w > 1][strategy] says which. */
-static fsdp_status fan_for(const char *cfg, const fsdp_worlds *ws, int nstrat, int skip1, serving *v, int *world,
-                           int at[2][3], dn_hooks *hooks, fsdp_fan *fan)
+ * [0, nstrat): of each kind some world of ws is (but the one at one rank
+ * under `skip1`, answered already); at[kind][strategy] says which. */
+static fsdp_status fan_for(const char *cfg, const fsdp_worlds *ws, int nstrat, int skip1, serving *v, int *kind,
+                           int at[AT_KINDS][3], dn_hooks *hooks, fsdp_fan *fan)
 {
     fsdp_strategy strategy[FSDP_FAN_MAX];
-    int n = 0;
-    for (int big = 0; big <= 1; ++big)
+    int world[FSDP_FAN_MAX], machines[FSDP_FAN_MAX], need[AT_KINDS] = { 0 }, n = 0;
+    for (int i = 0; i < ws->n; ++i) need[kind_of(ws, i)] = 1;
+    for (int k = 0; k < AT_KINDS; ++k)
         for (int s = 0; s < nstrat; ++s) {
-            at[big][s] = -1;
-            int wanted = big ? ws->world[ws->n - 1] > 1 : ws->world[0] == 1 && s != skip1;
-            if (!wanted) continue;
-            at[big][s] = n;
-            world[n] = big ? 2 : 1;
+            at[k][s] = -1;
+            if (!need[k] || (k == AT_ONE && s == skip1)) continue;
+            at[k][s] = n;
+            kind[n] = k;
+            world[n] = kind_world[k];
+            machines[n] = kind_machines[k];
             strategy[n++] = (fsdp_strategy)s;
         }
-    v->world = world;
-    if (v->groups >= 0) v->groups = at[1][FSDP_SHARD_FULL];
+    v->kind = kind;
+    if (v->groups >= 0) v->groups = at[kind_of(ws, ws->n - 1)][FSDP_SHARD_FULL];
     *fan = (fsdp_fan){ 0 };
-    return n ? fsdp_fan_open(cfg, n, world, strategy, hooks, serve, v, fan) : FSDP_OK;
+    return n ? fsdp_fan_open(cfg, n, world, machines, strategy, hooks, serve, v, fan) : FSDP_OK;
 }
 
 /* Rank 0's peak under `full` at each world of ws, MB. */
 static fsdp_status peaks_at(const char *cfg, const fsdp_worlds *ws, size_t fixed, dn_hooks *hooks, double *mb)
 {
     serving v = { ws, NULL, fixed, -1 };
-    int world[FSDP_FAN_MAX], at[2][3];
+    int kind[FSDP_FAN_MAX], at[AT_KINDS][3];
     fsdp_fan fan;
-    fsdp_status s = fan_for(cfg, ws, 1, -1, &v, world, at, hooks, &fan);
+    fsdp_status s = fan_for(cfg, ws, 1, -1, &v, kind, at, hooks, &fan);
     for (int i = 0; i < ws->n && s == FSDP_OK; ++i) {
         fsdp_mem_prediction p;
-        s = fsdp_fan_read(&fan, at[ws->world[i] > 1][FSDP_SHARD_FULL], &p, sizeof p);
+        s = fsdp_fan_read(&fan, at[kind_of(ws, i)][FSDP_SHARD_FULL], &p, sizeof p);
         mb[i] = p.peak / 1e6;
     }
     fsdp_status f = fsdp_fan_close(&fan);
@@ -365,13 +380,15 @@ static fsdp_status fit_budget(const char *cfg, int batch, int sub0, const fsdp_w
     for (int i = 0; i < ws->n && s == FSDP_OK; ++i)
         for (int rc = 0; rc <= 1; ++rc) {
             const double *p = peaks + (size_t)rc * nsub * ws->n + i;
+            char ranks[32];
+            fsdp_worlds_label(ws, i, ranks, sizeof ranks);
             int k = 0;
             while (k < nsub && p[(size_t)k * ws->n] > mb) ++k;
             if (k < nsub)
-                fprintf(out, "| %d | %d | %d | %d | %.1f |\n", ws->world[i], rc, sub[k], batch / sub[k],
+                fprintf(out, "| %s | %d | %d | %d | %.1f |\n", ranks, rc, sub[k], batch / sub[k],
                         p[(size_t)k * ws->n]);
             else
-                fprintf(out, "| %d | %d | none fits | at %d subdivisions, %d | %.1f |\n", ws->world[i], rc,
+                fprintf(out, "| %s | %d | none fits | at %d subdivisions, %d | %.1f |\n", ranks, rc,
                         nsub ? sub[nsub - 1] : sub0, batch / (nsub ? sub[nsub - 1] : sub0),
                         nsub ? p[(size_t)(nsub - 1) * ws->n] : 0.0);
         }
@@ -382,13 +399,16 @@ static fsdp_status fit_budget(const char *cfg, int batch, int sub0, const fsdp_w
 /* One row of the table: rank 0's prediction at world w under each
  * strategy, from the build at one rank (first, under full) or from the
  * fan's builds. */
-static fsdp_status table_row(int w, const fsdp_mem_prediction *first, const fsdp_fan *fan, int at[2][3], FILE *out,
-                             double *full)
+static fsdp_status table_row(const fsdp_worlds *ws, int i, const fsdp_mem_prediction *first, const fsdp_fan *fan,
+                             int at[AT_KINDS][3], FILE *out, double *full)
 {
-    fprintf(out, "| %d |", w);
+    char ranks[32];
+    fsdp_worlds_label(ws, i, ranks, sizeof ranks);
+    fprintf(out, "| %s |", ranks);
+    int kind = kind_of(ws, i);
     for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
         fsdp_mem_prediction p = *first;
-        if (w > 1 || s != FSDP_SHARD_FULL) FSDP_TRY(fsdp_fan_read(fan, at[w > 1][s], &p, sizeof p));
+        if (kind != AT_ONE || s != FSDP_SHARD_FULL) FSDP_TRY(fsdp_fan_read(fan, at[kind][s], &p, sizeof p));
         if (s == FSDP_SHARD_FULL) *full = p.peak / 1e6;
         char node[48] = "", pss[32] = "";
         if (p.node_shared) snprintf(node, sizeof node, "%.1f node-shared + ", p.node_shared / 1e6);
@@ -419,10 +439,10 @@ static fsdp_status table(const char *cfg, const fsdp_worlds *ws, const fsdp_mem_
                          dn_hooks *hooks, FILE *out, double *full)
 {
     serving v = { ws, NULL, fixed, 0 };
-    int world[FSDP_FAN_MAX], at[2][3];
+    int kind[FSDP_FAN_MAX], at[AT_KINDS][3];
     fsdp_fan fan;
-    fsdp_status s = fan_for(cfg, ws, FSDP_SHARD_NONE + 1, FSDP_SHARD_FULL, &v, world, at, hooks, &fan);
-    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) s = table_row(ws->world[i], first, &fan, at, out, full);
+    fsdp_status s = fan_for(cfg, ws, FSDP_SHARD_NONE + 1, FSDP_SHARD_FULL, &v, kind, at, hooks, &fan);
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) s = table_row(ws, i, first, &fan, at, out, full);
     cfg_seen seen;
     fsdp_mem_prediction p;
     if (s == FSDP_OK && v.groups >= 0) s = groups_from(&fan, v.groups, out);
@@ -452,8 +472,10 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *bu
                 cfg);
     if (s == FSDP_OK) s = table(cfg, &ws, &first, fixed, hooks, out, &as_is);
     /* What recompute=1 in [net] changes at the most ranks. */
-    int most = ws.n ? ws.world[ws.n - 1] : 1;
-    fsdp_worlds one = { 1, &most };
+    int most = ws.n ? ws.world[ws.n - 1] : 1, on = ws.n ? ws.machines[ws.n - 1] : 1;
+    fsdp_worlds one = { 1, &most, &on };
+    char most_label[32] = "1";
+    if (ws.n) fsdp_worlds_label(&ws, ws.n - 1, most_label, sizeof most_label);
     char path[4096];
     if (s == FSDP_OK) s = with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path);
     if (s == FSDP_OK) {
@@ -461,35 +483,41 @@ fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *bu
         remove(path);
     }
     if (s == FSDP_OK)
-        fprintf(out, "\n%s recompute=1 in [net], %d ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
-                seen.recompute ? "Without" : "With", most, flipped, as_is);
+        fprintf(out, "\n%s recompute=1 in [net], %s ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
+                seen.recompute ? "Without" : "With", most_label, flipped, as_is);
     if (s == FSDP_OK && budget) s = fit_budget(cfg, seen.batch, seen.subdivisions, &ws, budget, fixed, hooks, out);
     fsdp_worlds_free(&ws);
     return s;
 }
 
-fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
-                               fsdp_plan_step *step)
+fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int machines, int ranks, dn_hooks *hooks,
+                               fsdp_mem_prediction *mem, fsdp_plan_step *step)
 {
     char path[4096];
     FSDP_TRY(fsdp_memplan_warm_up(NULL));
     FSDP_TRY(with_keys(cfg, keys, path, sizeof path));
     cfg_seen seen;
-    fsdp_status s = predict_bytes(path, world, FSDP_SHARD_FULL, fsdp_memplan_resident(), hooks, mem, &seen, NULL, step);
+    size_t fixed = fsdp_memplan_resident();
+    int world = machines * ranks;
+    /* The byte theory counts what a rank sends whatever machine it is on;
+     * the memory is the machines' own (node memory per machine). */
+    fsdp_status s = predict_bytes(path, world, 1, FSDP_SHARD_FULL, fixed, hooks, mem, &seen, NULL, step);
+    if (s == FSDP_OK && machines > 1)
+        s = predict_bytes(path, world, machines, FSDP_SHARD_FULL, fixed, hooks, mem, &seen, NULL, NULL);
     remove(path);
     return s;
 }
 
-fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at, int world,
-                                 dn_hooks *hooks, fsdp_mem_prediction *out)
+fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at,
+                                 int built_on, int world, int machines, dn_hooks *hooks, fsdp_mem_prediction *out)
 {
     char path[4096];
     FSDP_TRY(with_keys(cfg, keys, path, sizeof path));
     plan_build b;
-    fsdp_status s = build_open(path, built_at, strategy, hooks, &b, NULL);
+    fsdp_status s = build_open(path, built_at, built_on, strategy, hooks, &b, NULL);
     remove(path);
     FSDP_TRY(s);
-    s = build_predict(&b, 0, world, out);
+    s = build_predict(&b, 0, world, machines, out);
     fsdp_status f = build_close(&b, hooks);
     return s != FSDP_OK ? s : f;
 }

@@ -34,18 +34,19 @@ typedef struct fsdp_plan_step {
     size_t part_floats[FSDP_PLAN_PARTS];   /* each trainable group's part per rank (the last takes the rest) */
 } fsdp_plan_step;
 
-/* One build of cfg with `keys` ("k=v\n...") in its [net], as rank 0 of
- * `world` ranks on one machine, shard=full: its memory prediction and its
- * step's bytes. */
-fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
-                               fsdp_plan_step *step);
+/* Builds of cfg with `keys` ("k=v\n...") in its [net], as rank 0 of
+ * `machines` machines of `ranks` ranks, shard=full: the memory prediction
+ * there (as -fsdp-plan MxL's rows) and its step's bytes. */
+fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int machines, int ranks, dn_hooks *hooks,
+                               fsdp_mem_prediction *mem, fsdp_plan_step *step);
 
-/* Rank 0's prediction at `world` (fixed cost 0) from a build of cfg with
- * `keys` in its [net] at `built_at` ranks under `strategy`: the build's own
- * where the two are equal, else laid out again for `world` (both 2 or
- * more), as the table's rows are. */
-fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at, int world,
-                                 dn_hooks *hooks, fsdp_mem_prediction *out);
+/* Rank 0's prediction at `world` ranks on `machines` machines of equal
+ * ranks (fixed cost 0) from a build of cfg with `keys` in its [net] at
+ * `built_at` ranks on `built_on` under `strategy`: the build's own where
+ * the two are the same, else laid out again (both of 2 ranks or more, both
+ * on one machine or both on several), as the table's rows are. */
+fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at,
+                                 int built_on, int world, int machines, dn_hooks *hooks, fsdp_mem_prediction *out);
 
 fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *budget, dn_hooks *hooks,
                              FILE *out);
