@@ -62,6 +62,7 @@ static struct plugin {
     uint64_t setup_cpu_us;         /* this rank's CPU time when the network was built and sharded */
     double setup_cpu_s[2];         /* its least and most over the ranks, agreed at the first step */
     size_t peak_pss;               /* rank 0 with -fsdp-stats: its largest PSS at a step's end */
+    size_t mean_pss;               /* with -fsdp-stats: the largest mean of every rank's PSS at a step's end */
     fsdp_clock *clock;             /* -fsdp-checkpoint-every, from network_built on */
     struct {
         int checkpoint;      /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
@@ -306,7 +307,7 @@ static fsdp_status write_stats(const fsdp_engine *e)
     if (!P.run.stats_path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || P.run.stats_written) return FSDP_OK;
     P.run.stats_written = 1;
     fsdp_stats_sources src = { e, fsdp_engine_bn(e), &P.hosts, &P.predicted, P.peak_pss,
-                               { P.setup_cpu_s[0], P.setup_cpu_s[1] } };
+                               { P.setup_cpu_s[0], P.setup_cpu_s[1] }, P.mean_pss };
     return fsdp_write_stats(&src, P.run.stats_path);
 }
 static int h_free(void *c, network *net)
@@ -501,10 +502,15 @@ static fsdp_status note_step(fsdp_engine *e)
         P.setup_cpu_s[0] = lo / 1e6;
         P.setup_cpu_s[1] = hi / 1e6;
     }
-    if (P.run.stats_path && fsdp_engine_ctl(e)->rank == 0) {
-        size_t pss = fsdp_memplan_pss();
-        if (pss > P.peak_pss) P.peak_pss = pss;
-    }
+    if (!P.run.stats_path) return FSDP_OK;
+    /* A page of node memory counts toward each rank that maps it, unevenly:
+     * what the prediction's PSS stands for is the machine's, per rank. */
+    size_t pss = fsdp_memplan_pss();
+    double sum = (double)pss;
+    FSDP_TRY(fsdp_ctl_sum_f64(fsdp_engine_ctl(e), &sum, 1));
+    size_t mean = (size_t)(sum / fsdp_engine_ctl(e)->world);
+    if (mean > P.mean_pss) P.mean_pss = mean;
+    if (fsdp_engine_ctl(e)->rank == 0 && pss > P.peak_pss) P.peak_pss = pss;
     return FSDP_OK;
 }
 

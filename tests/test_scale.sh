@@ -6,7 +6,8 @@
 # Darknet with an NP-times batch; every rank's peak RSS is within [0.85,
 # 1.10] x the prediction (per-rank memory does not grow as the square of the
 # ranks); rank 0's PSS at the steps' ends within [0.85, 1.15] x the predicted
-# PSS; the stats give every rank's set-up CPU time; rank 0 prints the
+# PSS, and the ranks' mean PSS (what the prediction stands for) within 10%;
+# the stats give every rank's set-up CPU time; rank 0 prints the
 # start-up lines once each.
 # usage: test_scale.sh NP
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +46,9 @@ for m in rss:
         bad.append("a rank's peak %.1f MB is %.2f x the prediction %.1f MB" % (m / 1e6, m / peak, peak / 1e6))
 if not 0.85 * pss <= d["peak_pss_bytes"] <= 1.15 * pss:
     bad.append("rank 0's PSS %.1f MB, predicted %.1f MB" % (d["peak_pss_bytes"] / 1e6, pss / 1e6))
+# What the prediction stands for: the machine's memory per rank, the ranks' mean PSS.
+if not 0.90 * pss <= d["mean_pss_bytes"] <= 1.10 * pss:
+    bad.append("the ranks' mean PSS %.1f MB, predicted %.1f MB" % (d["mean_pss_bytes"] / 1e6, pss / 1e6))
 node = variant == "default"
 if (d["node_shared_bytes"] > 0) != node or (d["predicted"]["node_shared"] > 0) != node:
     bad.append("node memory %d, predicted %d: node-shared parameters %s" % (
@@ -52,8 +56,8 @@ if (d["node_shared_bytes"] > 0) != node or (d["predicted"]["node_shared"] > 0) !
 cpu = d["setup_cpu_seconds"]
 if not 0 < cpu["min"] <= cpu["max"]:
     bad.append("set-up CPU seconds %s" % cpu)
-print("; ".join(bad) if bad else "peaks %.1f-%.1f MB, predicted %.1f; PSS %.1f, predicted %.1f; set-up CPU %.2f-%.2f s" % (
-    min(rss) / 1e6, max(rss) / 1e6, peak / 1e6, d["peak_pss_bytes"] / 1e6, pss / 1e6, cpu["min"], cpu["max"]))
+print("; ".join(bad) if bad else "peaks %.1f-%.1f MB, predicted %.1f; PSS rank 0 %.1f, mean %.1f, predicted %.1f; set-up CPU %.2f-%.2f s" % (
+    min(rss) / 1e6, max(rss) / 1e6, peak / 1e6, d["peak_pss_bytes"] / 1e6, d["mean_pss_bytes"] / 1e6, pss / 1e6, cpu["min"], cpu["max"]))
 sys.exit(1 if bad else 0)
 PY
 ) && pass "$np ranks, $variant: $out" || fail "$np ranks, $variant: $out"
