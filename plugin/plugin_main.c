@@ -63,6 +63,8 @@ static struct plugin {
     uint64_t setup_cpu_us;         /* this rank's CPU time when the network was built and sharded */
     double setup_cpu_s[2];         /* its least and most over the ranks, agreed at the first step */
     size_t peak_pss;               /* rank 0 with -fsdp-stats: its largest PSS at a step's end */
+    size_t mean_pss;               /* with -fsdp-stats: the largest mean of every rank's PSS at a step's end */
+    uint64_t *predicted_each;      /* with -fsdp-stats: every rank's predicted peak (its own fixed cost), from the first step */
     fsdp_clock *clock;             /* -fsdp-checkpoint-every, from network_built on */
     struct {
         int checkpoint;      /* -fsdp-checkpoint: each rank saves its shards beside each weights file */
@@ -309,7 +311,7 @@ static fsdp_status write_stats(const fsdp_engine *e)
     if (!P.run.stats_path || fsdp_engine_ctl(e)->rank != 0 || !fsdp_engine_net(e) || P.run.stats_written) return FSDP_OK;
     P.run.stats_written = 1;
     fsdp_stats_sources src = { e, fsdp_engine_bn(e), &P.hosts, &P.predicted, P.peak_pss,
-                               { P.setup_cpu_s[0], P.setup_cpu_s[1] } };
+                               { P.setup_cpu_s[0], P.setup_cpu_s[1] }, P.mean_pss, P.predicted_each };
     return fsdp_write_stats(&src, P.run.stats_path);
 }
 static int h_free(void *c, network *net)
@@ -354,6 +356,7 @@ static void h_finish(void *c, int status)
     fsdp_hosts_free(&P.hosts);
     free(P.run.weights_file);
     free(P.run.stats_path);
+    free(P.predicted_each);
     free(P.run.backup);
     free(P.run.folder);
     free(P.run.name);
@@ -494,6 +497,17 @@ static int h_built_shown(void *c, network *net, const char *cfg)
     return r;
 }
 
+/* Every rank's predicted peak, each with its own fixed cost (which differs
+ * by the transport window it maps), for the stats: a max over the world of
+ * arrays that hold each rank's own at its place. */
+static fsdp_status note_predictions(fsdp_ctl *ctl)
+{
+    P.predicted_each = calloc((size_t)ctl->world, sizeof *P.predicted_each);
+    if (!P.predicted_each) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    P.predicted_each[ctl->rank] = P.predicted.peak;
+    return fsdp_ctl_max_u64(ctl, P.predicted_each, (size_t)ctl->world);
+}
+
 /* What the stats report of set-up and memory, at a step's end: every
  * rank's set-up CPU time once (every rank is here), rank 0's PSS. */
 static fsdp_status note_step(fsdp_engine *e)
@@ -504,10 +518,16 @@ static fsdp_status note_step(fsdp_engine *e)
         P.setup_cpu_s[0] = lo / 1e6;
         P.setup_cpu_s[1] = hi / 1e6;
     }
-    if (P.run.stats_path && fsdp_engine_ctl(e)->rank == 0) {
-        size_t pss = fsdp_memplan_pss();
-        if (pss > P.peak_pss) P.peak_pss = pss;
-    }
+    if (!P.run.stats_path) return FSDP_OK;
+    if (!P.predicted_each) FSDP_TRY(note_predictions(fsdp_engine_ctl(e)));
+    /* A page of node memory counts toward each rank that maps it, unevenly:
+     * what the prediction's PSS stands for is the machine's, per rank. */
+    size_t pss = fsdp_memplan_pss();
+    double sum = (double)pss;
+    FSDP_TRY(fsdp_ctl_sum_f64(fsdp_engine_ctl(e), &sum, 1));
+    size_t mean = (size_t)(sum / fsdp_engine_ctl(e)->world);
+    if (mean > P.mean_pss) P.mean_pss = mean;
+    if (fsdp_engine_ctl(e)->rank == 0 && pss > P.peak_pss) P.peak_pss = pss;
     return FSDP_OK;
 }
 

@@ -17,7 +17,7 @@ const fsdp_flag fsdp_flag_table[] = {
     { "-fsdp-checkpoint-keep", "K", "with -fsdp-checkpoint-every: keep the newest K complete ones (default 2)", VALUE(keep), NULL, 0 },
     { "-fsdp-resume", NULL, "load the shard checkpoints beside the weights file given; auto: the newest complete one of -fsdp-checkpoint-every, or start afresh", VALUE(resume), "auto", VALUE(resume_auto) },
     { "-fsdp-keep-batch", NULL, "resuming on another number of ranks: keep the checkpoint's global batch (more subdivisions per rank)", VALUE(keep_batch), NULL, 0 },
-    { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, and exit", VALUE(plan), NULL, 0 },
+    { "-fsdp-plan", "WORLDS", "with a cfg after it: print the memory each rank needs for each shard strategy at each world of WORLDS (N: 1..N; or a list of worlds, ranges and machines MxL, e.g. 8,64,512, 1-1024 or 4,8x4), and exit", VALUE(plan), NULL, 0 },
     { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, the fewest subdivisions whose predicted peak per rank fits MB", VALUE(budget), NULL, 0 },
     { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a link of MBIT Mbit/s (MS ms latency) for each strategy and shard_wire; probe, under mpirun: the ranks' own machines and link, measured", VALUE(link), NULL, 0 },
     { "-fsdp-help", NULL, "print this help and exit", VALUE(help), NULL, 0 },

@@ -73,6 +73,15 @@ static void write_hosts(FILE *f, const fsdp_stats_sources *src)
     fputs("],\n", f);
 }
 
+/* Each rank's predicted peak, with its own fixed cost. */
+static void write_predicted_each(FILE *f, const fsdp_stats_sources *src, int world)
+{
+    fprintf(f, " \"predicted_peak_per_rank\": [");
+    for (int r = 0; src->predicted_each && r < world; ++r)
+        fprintf(f, "%s%llu", r ? ", " : "", (unsigned long long)src->predicted_each[r]);
+    fprintf(f, "],\n");
+}
+
 fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
 {
     const fsdp_engine *e = src->e;
@@ -117,8 +126,9 @@ fsdp_status fsdp_write_stats(const fsdp_stats_sources *src, const char *path)
             (unsigned long long)t->bcast, (unsigned long long)mem.stage_gather_bytes, (unsigned long long)t->ckpt,
             (unsigned long long)src->bn->bytes, src->bn->rolling_checks, src->bn->rolling_differ);
     write_hosts(f, src);
-    fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"predicted_pss_bytes\": %zu,\n",
-            src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, p->pss);
+    write_predicted_each(f, src, ctl->world);
+    fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"mean_pss_bytes\": %zu, "
+            "\"predicted_pss_bytes\": %zu,\n", src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, src->mean_pss, p->pss);
     fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
             " \"step_buffers_bytes\": %zu, \"predicted_peak_bytes\": %zu,\n"
             " \"transient_outputs\": %d, \"activation_buffers_bytes\": %zu, \"pooled_deltas\": %d, \"delta_buffers_bytes\": %zu,\n"

@@ -16,6 +16,8 @@ typedef struct fsdp_stats_sources {
     const fsdp_mem_prediction *predicted;   /* peak 0: not predicted (GPU runs) */
     size_t peak_pss;                        /* rank 0's largest PSS at the end of a step */
     double setup_cpu_s[2];                  /* CPU seconds before the first step: least and most of any rank */
+    size_t mean_pss;                        /* the largest mean over the ranks of their PSS at the end of a step */
+    const uint64_t *predicted_each;         /* each rank's predicted peak, world of them; NULL: none ran a step */
 } fsdp_stats_sources;
 
 /* Writes the file (rank 0), whole or not at all. */
