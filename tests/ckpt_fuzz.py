@@ -387,11 +387,13 @@ def special_files(fz, fam, world):
     fn = 'a.weights.fsdp-1-of-%d' % world
     res = lambda c: ['-fsdp-resume', os.path.join(c, 'ck', 'a.weights')]
 
-    def fifo(c):
-        p = os.path.join(c, 'ck', fn)
-        os.remove(p)
-        os.mkfifo(p)
-        return res(c)
+    def replaced(make):
+        def prep(c):
+            p = os.path.join(c, 'ck', fn)
+            os.remove(p)
+            make(p)
+            return res(c)
+        return prep
 
     def link(absolute):
         def prep(c):
@@ -402,26 +404,15 @@ def special_files(fz, fam, world):
             return res(c)
         return prep
 
-    def folder(c):
-        p = os.path.join(c, 'ck', fn)
-        os.remove(p)
-        os.mkdir(p)
-        return res(c)
-
     def sparse(c):
         p = os.path.join(c, 'ck', fn)
         with open(p, 'r+b') as f:
             f.truncate(1 << 30)
         return res(c)
-
-    def devnull(c):
-        p = os.path.join(c, 'ck', fn)
-        os.remove(p)
-        os.symlink('/dev/zero', p)
-        return res(c)
-    for name, prep in (('a FIFO', fifo), ('a relative symlink to a copy outside', link(False)),
-                       ('an absolute symlink to a copy outside', link(True)), ('a folder', folder),
-                       ('a 1 GiB sparse file', sparse), ('a symlink to /dev/zero', devnull)):
+    for name, prep in (('a FIFO', replaced(os.mkfifo)), ('a relative symlink to a copy outside', link(False)),
+                       ('an absolute symlink to a copy outside', link(True)), ('a folder', replaced(os.mkdir)),
+                       ('a 1 GiB sparse file', sparse),
+                       ('a symlink to /dev/zero', replaced(lambda p: os.symlink('/dev/zero', p)))):
         fz.cases.append(Case('%s in place of %s' % (name, fn), fam, prep, 'refuse', names=[fn]))
 
 

@@ -26,7 +26,7 @@ fsdp_unit_test(test_mem test_mem.c)
 fsdp_unit_test(test_dn test_dn.c)
 fsdp_unit_test(test_engine test_engine.c)
 # One Criterion file per feature.
-foreach(t cfg plan optim abi hash watch agree backend hosts wire devices bn frozen_order io clock)
+foreach(t cfg plan optim abi hash watch agree backend hosts wire devices bn frozen_order io clock report)
   fsdp_unit_test(test_${t} test_${t}.c)
 endforeach()
 fsdp_script_test(setup_refusals test_setup.sh)

@@ -13,3 +13,8 @@ set_property(TEST machines_cut machines_kill_stop APPEND PROPERTY LABELS slow)
 # hierarchical exchanges, exact, and each link's bytes against the theory.
 fsdp_script_test(machines4_full test_machines4.sh)
 set_tests_properties(machines4_full PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# Eight machines of four ranks: exact, each link's bytes against the
+# hierarchical theory, each rank's peak against its prediction.  Slow.
+fsdp_script_test(machines8_full test_machines8.sh)
+set_tests_properties(machines8_full PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+set_property(TEST machines8_full APPEND PROPERTY LABELS slow)

@@ -12,6 +12,8 @@ fsdp_script_test(memory_cap_np4 test_memory_cap.sh)
 set_property(TEST memory_cap_np4 PROPERTY SKIP_RETURN_CODE 77)
 fsdp_script_test(plan_budget test_plan_budget.sh)
 fsdp_script_test(plan_link test_plan_link.sh)
+# Lists and ranges of worlds: the same rows as the range; 1024 ranks quickly.
+fsdp_script_test(plan_worlds test_plan_worlds.sh)
 # Dozens of ranks on one machine, with the defaults and the copying path:
 # exact against stock Darknet, every rank's peak against the prediction.
 fsdp_script_test(scale_np32 test_scale.sh 32)

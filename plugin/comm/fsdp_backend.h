@@ -268,6 +268,11 @@ fsdp_status fsdp_backend_null_create(int world, fsdp_ctl **ctl, fsdp_coll **coll
  * moves, and it notes the largest reduce-scatter part it was given, started
  * and in all (floats, fsdp_backend_null_largest).  `real` outlives it. */
 fsdp_status fsdp_backend_null_like(const fsdp_coll *real, fsdp_coll **out);
+/* Spreads a null backend's world over `machines` machines of equal ranks
+ * (world / machines each, in rank order): node memory per machine and
+ * hierarchical exchanges, as the MPI backend on such machines with
+ * FSDP_SHM on (-fsdp-plan MxL).  Refused where they cannot be equal. */
+fsdp_status fsdp_backend_null_machines(fsdp_coll *b, int machines);
 void fsdp_backend_null_largest(const fsdp_coll *c, size_t *rs_started, size_t *rs_any);
 /* ... and of the parts exchanged with the peers (hybrid sharding's sums and updated parts). */
 size_t fsdp_backend_null_largest_peer(const fsdp_coll *c);

@@ -17,6 +17,7 @@ typedef struct null_ctx {
     size_t peer_any;             /* the largest part exchanged with the peers (floats) */
     float *region[FSDP_SHM_REGIONS];
     int nregions;
+    int owns_layout;             /* fsdp_backend_null_machines: node.peers and node.ranks_at are this one's */
 } null_ctx;
 
 static fsdp_status null_layout(fsdp_coll *b, const float *shard, const float *full, size_t n)
@@ -122,6 +123,10 @@ static void null_free(fsdp_coll *b)
 {
     null_ctx *c = b->ctx;
     for (int k = 0; k < c->nregions; ++k) free(c->region[k]);
+    if (c->owns_layout) {
+        free((void *)b->node.peers);
+        free((void *)b->node.ranks_at);
+    }
     free(c);
     free(b);
 }
@@ -199,6 +204,36 @@ fsdp_status fsdp_backend_null_like(const fsdp_coll *real, fsdp_coll **out)
     }
     if (!real->iface.peer_all_gather_start) b->iface.peer_all_gather_start = NULL;
     *out = b;
+    return FSDP_OK;
+}
+
+fsdp_status fsdp_backend_null_machines(fsdp_coll *b, int machines)
+{
+    null_ctx *c = b->ctx;
+    if (machines < 2 || b->world % machines)
+        return fsdp_fail(FSDP_ERR_CONFIG, "%d ranks on %d machines: each machine needs the same number of ranks",
+                         b->world, machines);
+    int ranks = b->world / machines;
+    int *peers = malloc((size_t)machines * sizeof *peers), *at = malloc((size_t)b->world * sizeof *at);
+    if (!peers || !at) {
+        free(peers);
+        free(at);
+        return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    }
+    /* Machine k runs ranks k*L .. k*L+L-1 (a launcher's ppr:L:node); this
+     * rank, 0, is place 0 of machine 0, its peers place 0 of the others. */
+    for (int r = 0; r < b->world; ++r) at[r] = r;
+    for (int k = 0; k < machines; ++k) peers[k] = k * ranks;
+    if (c->owns_layout) {
+        free((void *)b->node.peers);
+        free((void *)b->node.ranks_at);
+    }
+    c->owns_layout = 1;
+    b->node = (fsdp_node_layout){ .machines = machines, .ranks = ranks, .rank = 0, .peers = peers, .ranks_at = at };
+    /* As the MPI backend across machines of node memory (hierarchical). */
+    b->hierarchical = 1;
+    b->scratch_terms = 0;
+    b->sums_terms = 2 * machines;
     return FSDP_OK;
 }
 

@@ -16,13 +16,19 @@
  * new buffer: a little more than asked.  Asked of the allocator itself (a
  * buffer made and freed untouched, which costs no page): whether a held
  * buffer fits a request at most twice its size can turn on that little,
- * as a reduced part of exactly half a group does. */
+ * as a reduced part of exactly half a group does.  A heap chunk that the
+ * allocator hands over whole rather than leave a remainder too small to
+ * be a chunk is 16 bytes larger, depending on what was freed before: the
+ * size of a chunk cut to fit is counted, so that the count is a function
+ * of the sizes alone. */
 static size_t usable(size_t bytes)
 {
     void *p = malloc(bytes);
     size_t u = p ? malloc_usable_size(p) : bytes;
     free(p);
-    return u;
+    size_t fit = ((bytes + 8 + 15) & ~(size_t)15) - 8;   /* glibc, 64-bit: the chunk's size less its header */
+    if (fit < 24) fit = 24;
+    return u == fit + 16 ? fit : u;
 }
 
 /* Notes a live stand-in and its capacity. */

@@ -371,14 +371,24 @@ fsdp_status fsdp_memplan_step_bytes(const fsdp_engine *e, int subdivisions, fsdp
  * few floats of another rank's slot maps 64 KB of it. */
 #define FAULT_AROUND_FLOATS ((size_t)16384)
 
+/* A part [at, at + n) of a slot, by where it starts. */
 typedef struct {
-    size_t lo, hi;
-} span;
+    size_t at, n;
+} part;
 
-static int span_cmp(const void *a, const void *b)
+static int part_cmp(const void *a, const void *b)
 {
-    const span *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
+    const part *x = a, *y = b;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Adds [lo, hi) to a union swept in order of lo: *total its floats so far,
+ * *upto where it ends. */
+static void sweep(size_t lo, size_t hi, size_t *upto, size_t *total)
+{
+    if (lo < *upto) lo = *upto;
+    if (hi > lo) *total += hi - lo;
+    if (hi > *upto) *upto = hi;
 }
 
 /* The floats a rank in `place` maps of its machine's gradient slots
@@ -386,32 +396,32 @@ static int span_cmp(const void *a, const void *b)
  * other slot the parts [q * shard, (q + 1) * shard) of each trainable flat
  * that fits the slot, for each q of owners (itself, and on several
  * machines its peers), each widened to the fault-around windows that hold
- * it; the union.  0 where memory runs out (the prediction then says less). */
+ * it; the union.  Every part lies inside its slot and widening keeps the
+ * order, so the slots in turn, each's parts in the order sorted once, are
+ * swept in order: no sort of ranks x parts.  0 where memory runs out (the
+ * prediction then says less). */
 static size_t slot_floats_read(const fsdp_engine *e, const int *owners, int nowners, int place, int ranks)
 {
-    size_t slot = e->node.slot_floats, end = slot * (size_t)ranks, n = 0, total = 0;
-    span *v = malloc(((size_t)ranks * (size_t)nowners * (size_t)e->ngroups + 1) * sizeof *v);
+    size_t slot = e->node.slot_floats, end = slot * (size_t)ranks, n = 0, total = 0, upto = 0;
+    part *v = malloc(((size_t)nowners * (size_t)e->ngroups + 1) * sizeof *v);
     if (!v) return 0;
-    v[n++] = (span){ (size_t)place * slot, (size_t)(place + 1) * slot };
-    for (int q = 0; q < ranks; ++q) {
-        if (q == place) continue;
-        for (int g = 0; g < e->ngroups; ++g) {
-            const fsdp_flat *f = &e->groups[g].train;
-            if (!f->lay.shard || !fsdp_flat_fits_slot(&e->flat, f)) continue;
-            for (int j = 0; j < nowners; ++j) {
-                size_t a = (size_t)q * slot + (size_t)owners[j] * f->lay.shard, b = a + f->lay.shard;
-                a -= a % FAULT_AROUND_FLOATS;
-                b = (b + FAULT_AROUND_FLOATS - 1) / FAULT_AROUND_FLOATS * FAULT_AROUND_FLOATS;
-                v[n++] = (span){ a, b < end ? b : end };
-            }
-        }
+    for (int g = 0; g < e->ngroups; ++g) {
+        const fsdp_flat *f = &e->groups[g].train;
+        if (!f->lay.shard || !fsdp_flat_fits_slot(&e->flat, f)) continue;
+        for (int j = 0; j < nowners; ++j) v[n++] = (part){ (size_t)owners[j] * f->lay.shard, f->lay.shard };
     }
-    qsort(v, n, sizeof *v, span_cmp);
-    size_t upto = 0;
-    for (size_t k = 0; k < n; ++k) {
-        size_t lo = v[k].lo > upto ? v[k].lo : upto;
-        if (v[k].hi > lo) total += v[k].hi - lo;
-        if (v[k].hi > upto) upto = v[k].hi;
+    qsort(v, n, sizeof *v, part_cmp);
+    for (int q = 0; q < ranks; ++q) {
+        if (q == place) {
+            sweep((size_t)q * slot, (size_t)(q + 1) * slot, &upto, &total);
+            continue;
+        }
+        for (size_t k = 0; k < n; ++k) {
+            size_t a = (size_t)q * slot + v[k].at, b = a + v[k].n;
+            a -= a % FAULT_AROUND_FLOATS;
+            b = (b + FAULT_AROUND_FLOATS - 1) / FAULT_AROUND_FLOATS * FAULT_AROUND_FLOATS;
+            sweep(a, b < end ? b : end, &upto, &total);
+        }
     }
     free(v);
     return total;

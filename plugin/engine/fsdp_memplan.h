@@ -80,6 +80,16 @@ void fsdp_memplan_predict(const struct fsdp_engine *e, const network *net, fsdp_
  * the prediction's step_buffers through fsdp_mem_pool_keep_bytes. */
 size_t fsdp_memplan_device_pool(const struct fsdp_engine *e, const network *net);
 
+/* The prediction for a run of `world` ranks on `machines` machines of
+ * equal ranks from an engine set up at another world of two or more, on
+ * one machine where machines is 1, else on several (fsdp_backend_null_machines)
+ * (fsdp_memplan_world.c): past one rank a world changes only the shard
+ * sizes, the model state and node memory's sizes, which it lays out again
+ * over stand-ins (the planner's rows for many worlds from one build per
+ * strategy and kind of machines). */
+fsdp_status fsdp_memplan_predict_world(const struct fsdp_engine *e, const network *net, fsdp_mem_fixed fixed,
+                                       int world, int machines, fsdp_mem_prediction *out);
+
 /* The bytes of the activation arrays (output, delta, x, x_norm) the given
  * layers hold as the network stands (each array once; NULL ones, given back
  * to a shared buffer, not at all); layers NULL: layers 0 .. nlayers-1. */

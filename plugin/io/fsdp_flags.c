@@ -37,8 +37,9 @@ const fsdp_flag fsdp_flag_table[] = {
       "-fsdp-checkpoint-every, or start afresh", NULL, VALUE(resume), "auto", VALUE(resume_auto) },
     { "-fsdp-keep-batch", NULL, "resuming on another number of ranks: keep the checkpoint's global batch (more "
       "subdivisions per rank)", NULL, VALUE(keep_batch), NULL, 0 },
-    { "-fsdp-plan", "N", "with a cfg after it: print the memory each rank needs at 1..N ranks for each shard strategy, "
-      "and exit", NULL, VALUE(plan), NULL, 0 },
+    { "-fsdp-plan", "WORLDS", "with a cfg after it: print the memory each rank needs for each shard strategy at each "
+      "world of WORLDS (N: 1..N; or a list of worlds, ranges and machines MxL, e.g. 8,64,512, 1-1024 or 4,8x4), and "
+      "exit", NULL, VALUE(plan), NULL, 0 },
     { "-fsdp-budget", "MB", "with -fsdp-plan: also print, for each number of ranks, without and with recompute=1, "
       "the fewest subdivisions whose predicted peak per rank fits MB", NULL, VALUE(budget), NULL, 0 },
     { "-fsdp-link", "MxL,MBIT[,MS]|probe", "with -fsdp-plan: also print a step's time on M machines of L ranks over a "

@@ -20,7 +20,7 @@ typedef struct fsdp_flags {
     int log_events;        /* -fsdp-log-events */
     const char *backend;   /* -fsdp-backend mpi|nccl */
     const char *timeout;   /* -fsdp-timeout SECONDS (fsdp_watch.h) */
-    const char *plan;      /* -fsdp-plan N (fsdp_planner.h) */
+    const char *plan;      /* -fsdp-plan WORLDS (fsdp_worlds.h) */
     const char *budget;    /* -fsdp-budget MB, with -fsdp-plan */
     const char *link;      /* -fsdp-link MxL,MBIT[,MS], with -fsdp-plan (fsdp_linkplan.h) */
     int checkpoint;        /* -fsdp-checkpoint */

@@ -98,8 +98,10 @@ static fsdp_status plan_print(const char *cfg, const fsdp_link_spec *l, double c
     int world = l->machines * l->ranks;
     fsdp_mem_prediction mem[2];
     fsdp_plan_step step[2];
-    FSDP_TRY(fsdp_planner_build(cfg, "shard=full\nshard_node_shared=0\n", world, hooks, &mem[0], &step[0]));
-    FSDP_TRY(fsdp_planner_build(cfg, "shard=full\nshard_node_shared=1\n", world, hooks, &mem[1], &step[1]));
+    FSDP_TRY(fsdp_planner_build(cfg, "shard=full\nshard_node_shared=0\n", l->machines, l->ranks, hooks, &mem[0],
+                                &step[0]));
+    FSDP_TRY(fsdp_planner_build(cfg, "shard=full\nshard_node_shared=1\n", l->machines, l->ranks, hooks, &mem[1],
+                                &step[1]));
     setting s[6];
     const char *names[2] = { "shard=full", "shard=full, shard_node_shared=1 (hybrid)" };
     for (int k = 0; k < 6; ++k) {

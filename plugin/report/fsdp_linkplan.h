@@ -1,4 +1,4 @@
-/* fsdp_linkplan.h: `-fsdp-plan N CFG -fsdp-link MxL,MBIT[,MS]`: how long a
+/* fsdp_linkplan.h: `-fsdp-plan WORLDS CFG -fsdp-link MxL,MBIT[,MS]`: how long a
  * training step of CFG takes on M machines of L ranks each, joined by a
  * link of MBIT Mbit/s each way and MS milliseconds of latency, for each
  * way of crossing machines (shard=full's hierarchical exchanges, hybrid

@@ -1,4 +1,4 @@
-/* -fsdp-plan N CFG's mode (fsdp_plan_mode.h). */
+/* -fsdp-plan WORLDS CFG's mode (fsdp_plan_mode.h). */
 #include <mpi.h>
 #include <string.h>
 #include "fsdp_backend.h"
@@ -11,10 +11,10 @@ fsdp_status fsdp_plan_flags_check(const fsdp_flags *f)
 {
     if (f->link)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-link %s: it describes the machines -fsdp-plan plans a step for; "
-                         "give -fsdp-plan N CFG with it", f->link);
+                         "give -fsdp-plan WORLDS CFG with it", f->link);
     if (f->budget)
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: it bounds the settings -fsdp-plan prints; give "
-                         "-fsdp-plan N CFG with it", f->budget);
+                         "-fsdp-plan WORLDS CFG with it", f->budget);
     return FSDP_OK;
 }
 

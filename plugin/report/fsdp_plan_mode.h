@@ -1,4 +1,4 @@
-/* fsdp_plan_mode.h: -fsdp-plan N CFG's mode, in place of training: the
+/* fsdp_plan_mode.h: -fsdp-plan WORLDS CFG's mode, in place of training: the
  * memory tables (fsdp_planner.h) and, with -fsdp-link, a step's time on
  * those machines (fsdp_linkplan.h), described or probed between the ranks. */
 #ifndef FSDP_PLAN_MODE_H

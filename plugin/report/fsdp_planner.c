@@ -3,11 +3,13 @@
 #include <unistd.h>
 #include "fsdp_acts.h"
 #include "fsdp_engine.h"
+#include "fsdp_env.h"
 #include "fsdp_pcache.h"
 #include "fsdp_memplan.h"
+#include "fsdp_planfan.h"
 #include "fsdp_planner.h"
 #include "fsdp_quiet.h"
-#include "fsdp_env.h"
+#include "fsdp_worlds.h"
 
 static int plan_cfg(void *c, const char *cfg, int line, int layer, const char *sec, const char *key, const char *val)
 {
@@ -62,19 +64,6 @@ static void groups_table(const fsdp_engine *e, const network *net, int world, FI
             fsdp_memplan_workspace(net) / 1e6);
 }
 
-/* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
- * prediction; with groups, the groups table there too. */
-static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step);
-
-static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                           fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups)
-{
-    return predict_bytes(cfg, world, strategy, fixed, hooks, out, seen, groups, NULL);
-}
-
-/* What one step moves per rank at `world` under `strategy` (the byte
- * theory, fsdp_memplan_step_bytes), and each group's trainable part. */
 /* The probe cache a classifier run of this cfg would keep (fsdp_pcache.h):
  * its size per training image, on disk and in memory. */
 static void cache_line(const fsdp_engine *e, const network *net, FILE *out)
@@ -86,6 +75,113 @@ static void cache_line(const fsdp_engine *e, const network *net, FILE *out)
             "machine, in no rank's RSS or PSS.\n", (unsigned long long)floats, 2.0 * floats * sizeof(float) / 1e3);
 }
 
+/* What a step moves per rank (the byte theory); defined below. */
+static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step);
+
+/* One build of cfg in this process as rank 0 of `world` under `strategy`:
+ * the check before the table, -fsdp-link's builds and the unit suite's. */
+typedef struct plan_build {
+    fsdp_ctl *ctl;
+    fsdp_coll *coll;
+    fsdp_engine *e;
+    network *net;
+    int world, machines;
+} plan_build;
+
+static fsdp_status build_close(plan_build *b, dn_hooks *hooks)
+{
+    fsdp_status f = b->e && b->net ? fsdp_on_network_free(b->e, b->net) : FSDP_OK;
+    if (b->net) free_network(b->net);
+    if (b->e) fsdp_engine_free(b->e);
+    hooks->cfg_option = NULL;
+    hooks->ctx = NULL;
+    if (b->coll) fsdp_coll_free(b->coll);   /* with its node memory */
+    if (b->ctl) fsdp_ctl_free(b->ctl);
+    *b = (plan_build){ 0 };
+    return f;
+}
+
+static fsdp_status build_open(const char *cfg, int world, int machines, fsdp_strategy strategy, dn_hooks *hooks,
+                              plan_build *b, cfg_seen *seen)
+{
+    /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
+     * prediction is that of a run on one machine, or on `machines`. */
+    *b = (plan_build){ .world = world, .machines = machines };
+    FSDP_TRY(fsdp_backend_null_create(world, &b->ctl, &b->coll));
+    fsdp_status st = machines > 1 ? fsdp_backend_null_machines(b->coll, machines) : FSDP_OK;
+    if (st == FSDP_OK) st = fsdp_engine_create(b->ctl, b->coll, &b->e);
+    if (st != FSDP_OK) {
+        build_close(b, hooks);
+        return st;
+    }
+    /* Predicts a training run, which on several ranks builds staged
+     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
+    fsdp_engine_set_options(b->e, &(fsdp_engine_options){ .staged = world > 1, .acts = fsdp_acts_wanted(),
+                                                            .recompute = 1 });
+    hooks->ctx = b->e;
+    hooks->cfg_option = plan_cfg;
+    quiet_begin();
+    b->net = parse_network_cfg((char *)cfg);
+    fsdp_engine_set_strategy(b->e, strategy);
+    fsdp_status s = fsdp_on_network_built(b->e, b->net);
+    quiet_end(s);
+    hooks->cfg_option = NULL;
+    hooks->ctx = NULL;
+    if (seen) {
+        seen->subdivisions = b->net->subdivisions;
+        seen->batch = b->net->batch / (b->net->time_steps > 0 ? b->net->time_steps : 1) * b->net->subdivisions;
+        seen->recompute = fsdp_engine_cfg(b->e)->recompute;
+    }
+    if (s != FSDP_OK) build_close(b, hooks);
+    return s;
+}
+
+/* Rank 0's prediction at `world` ranks on `machines` from an engine set
+ * up at `built` ranks on `built_on`: its own, or laid out again. */
+static fsdp_status engine_predict(const fsdp_engine *e, const network *net, int built, int built_on, size_t fixed,
+                                  int world, int machines, fsdp_mem_prediction *out)
+{
+    fsdp_mem_fixed fx = { fixed, fixed };
+    *out = (fsdp_mem_prediction){ 0 };
+    if (world == built && machines == built_on) {
+        fsdp_memplan_predict(e, net, fx, 0, out);
+        return FSDP_OK;
+    }
+    return fsdp_memplan_predict_world(e, net, fx, world, machines, out);
+}
+
+static fsdp_status build_predict(const plan_build *b, size_t fixed, int world, int machines,
+                                 fsdp_mem_prediction *out)
+{
+    return engine_predict(b->e, b->net, b->world, b->machines, fixed, world, machines, out);
+}
+
+/* One build of cfg as `world` ranks under `strategy`: *out gets rank 0's
+ * prediction; with groups, the groups table there too; with step, the
+ * step's bytes. */
+static fsdp_status predict_bytes(const char *cfg, int world, int machines, fsdp_strategy strategy, size_t fixed,
+                                 dn_hooks *hooks,
+                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step)
+{
+    plan_build b;
+    *out = (fsdp_mem_prediction){ 0 };
+    FSDP_TRY(build_open(cfg, world, machines, strategy, hooks, &b, seen));
+    fsdp_status s = build_predict(&b, fixed, world, machines, out);
+    if (s == FSDP_OK && groups) groups_table(b.e, b.net, world, groups);
+    if (s == FSDP_OK && groups) cache_line(b.e, b.net, groups);
+    if (s == FSDP_OK && step) s = step_of(b.e, b.net, world, step);
+    fsdp_status f = build_close(&b, hooks);
+    return s != FSDP_OK ? s : f;
+}
+
+static fsdp_status predict(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
+                           fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups)
+{
+    return predict_bytes(cfg, world, 1, strategy, fixed, hooks, out, seen, groups, NULL);
+}
+
+/* What one step moves per rank at `world` under `strategy` (the byte
+ * theory, fsdp_memplan_step_bytes), and each group's trainable part. */
 static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, fsdp_plan_step *step)
 {
     int ng = fsdp_engine_layout(e)->ngroups;
@@ -105,50 +201,6 @@ static fsdp_status step_of(const fsdp_engine *e, const network *net, int world, 
     }
     free(t);
     return s;
-}
-
-static fsdp_status predict_bytes(const char *cfg, int world, fsdp_strategy strategy, size_t fixed, dn_hooks *hooks,
-                                 fsdp_mem_prediction *out, cfg_seen *seen, FILE *groups, fsdp_plan_step *step)
-{
-    /* Rank 0 of `world`, nothing moving (fsdp_backend_null.c): the
-     * prediction is that of a one-machine run. */
-    fsdp_ctl *be;
-    fsdp_coll *coll;
-    FSDP_TRY(fsdp_backend_null_create(world, &be, &coll));
-    fsdp_engine *e;
-    fsdp_status st = fsdp_engine_create(be, coll, &e);
-    if (st != FSDP_OK) {
-        fsdp_coll_free(coll);
-        fsdp_ctl_free(be);
-        return st;
-    }
-    /* Predicts a training run, which on several ranks builds staged
-     * (fsdp_stage.h); this build itself keeps Darknet's arrays whole. */
-    fsdp_engine_set_options(e, &(fsdp_engine_options){ .staged = world > 1, .acts = fsdp_acts_wanted(),
-                                                         .recompute = 1 });
-    hooks->ctx = e;
-    hooks->cfg_option = plan_cfg;
-    quiet_begin();
-    network *net = parse_network_cfg((char *)cfg);
-    fsdp_engine_set_strategy(e, strategy);
-    fsdp_status s = fsdp_on_network_built(e, net);
-    quiet_end(s);
-    *out = (fsdp_mem_prediction){ 0 };
-    if (s == FSDP_OK) fsdp_memplan_predict(e, net, (fsdp_mem_fixed){ fixed, fixed }, 0, out);
-    if (s == FSDP_OK && groups) groups_table(e, net, world, groups);
-    if (s == FSDP_OK && groups) cache_line(e, net, groups);
-    if (s == FSDP_OK && step) s = step_of(e, net, world, step);
-    seen->subdivisions = net->subdivisions;
-    seen->batch = net->batch / (net->time_steps > 0 ? net->time_steps : 1) * net->subdivisions;
-    seen->recompute = fsdp_engine_cfg(e)->recompute;
-    fsdp_status f = fsdp_on_network_free(e, net);
-    free_network(net);
-    fsdp_engine_free(e);
-    hooks->cfg_option = NULL;
-    hooks->ctx = NULL;
-    fsdp_coll_free(coll);   /* with its node memory */
-    fsdp_ctl_free(be);
-    return s != FSDP_OK ? s : f;
 }
 
 /* A copy of cfg in a temporary file with [net]'s subdivisions set to sub
@@ -209,45 +261,155 @@ static fsdp_status with_keys(const char *cfg, const char *keys, char *path, size
     return FSDP_OK;
 }
 
+/* The kinds of build the worlds need: one rank, two on one machine, and
+ * two machines of two (whose rows are those on several machines). */
+enum { AT_ONE, AT_MACHINE, AT_MACHINES, AT_KINDS };
+static const int kind_world[AT_KINDS] = { 1, 2, 4 }, kind_machines[AT_KINDS] = { 1, 1, 2 };
+
+static int kind_of(const fsdp_worlds *ws, int i)
+{
+    return ws->machines[i] > 1 ? AT_MACHINES : ws->world[i] > 1 ? AT_MACHINE : AT_ONE;
+}
+
+/* The fan's builds (fsdp_planfan.h) answer, for each world of ws in turn
+ * that their kind serves, rank 0's prediction; the one numbered `groups`
+ * then its groups table at the most ranks, as a length and its text. */
+typedef struct serving {
+    const fsdp_worlds *ws;
+    const int *kind;    /* each build's */
+    size_t fixed;
+    int groups;
+} serving;
+
+static fsdp_status serve(int k, const fsdp_engine *e, const network *net, int fd, void *arg)
+{
+    const serving *v = arg;
+    int kind = v->kind[k];
+    for (int i = 0; i < v->ws->n; ++i) {
+        if (kind_of(v->ws, i) != kind) continue;
+        fsdp_mem_prediction p;
+        FSDP_TRY(engine_predict(e, net, kind_world[kind], kind_machines[kind], v->fixed, v->ws->world[i],
+                                v->ws->machines[i], &p));
+        FSDP_TRY(fsdp_fan_write(fd, &p, sizeof p));
+    }
+    if (k != v->groups) return FSDP_OK;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (!g) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    groups_table(e, net, v->ws->world[v->ws->n - 1], g);
+    cache_line(e, net, g);
+    fclose(g);
+    fsdp_status s = fsdp_fan_write(fd, &len, sizeof len);
+    if (s == FSDP_OK) s = fsdp_fan_write(fd, text, len);
+    free(text);
+    return s;
+}
+
+/* Starts the builds the worlds of ws need under each of the strategies
+ * [0, nstrat): of each kind some world of ws is (but the one at one rank
+ * under `skip1`, answered already); at[kind][strategy] says which. */
+static fsdp_status fan_for(const char *cfg, const fsdp_worlds *ws, int nstrat, int skip1, serving *v, int *kind,
+                           int at[AT_KINDS][3], dn_hooks *hooks, fsdp_fan *fan)
+{
+    fsdp_strategy strategy[FSDP_FAN_MAX];
+    int world[FSDP_FAN_MAX], machines[FSDP_FAN_MAX], need[AT_KINDS] = { 0 }, n = 0;
+    for (int i = 0; i < ws->n; ++i) need[kind_of(ws, i)] = 1;
+    for (int k = 0; k < AT_KINDS; ++k)
+        for (int s = 0; s < nstrat; ++s) {
+            at[k][s] = -1;
+            if (!need[k] || (k == AT_ONE && s == skip1)) continue;
+            at[k][s] = n;
+            kind[n] = k;
+            world[n] = kind_world[k];
+            machines[n] = kind_machines[k];
+            strategy[n++] = (fsdp_strategy)s;
+        }
+    v->kind = kind;
+    if (v->groups >= 0) v->groups = at[kind_of(ws, ws->n - 1)][FSDP_SHARD_FULL];
+    *fan = (fsdp_fan){ 0 };
+    return n ? fsdp_fan_open(cfg, n, world, machines, strategy, hooks, serve, v, fan) : FSDP_OK;
+}
+
+/* Rank 0's peak under `full` at each world of ws, MB. */
+static fsdp_status peaks_at(const char *cfg, const fsdp_worlds *ws, size_t fixed, dn_hooks *hooks, double *mb)
+{
+    serving v = { ws, NULL, fixed, -1 };
+    int kind[FSDP_FAN_MAX], at[AT_KINDS][3];
+    fsdp_fan fan;
+    fsdp_status s = fan_for(cfg, ws, 1, -1, &v, kind, at, hooks, &fan);
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) {
+        fsdp_mem_prediction p;
+        s = fsdp_fan_read(&fan, at[kind_of(ws, i)][FSDP_SHARD_FULL], &p, sizeof p);
+        mb[i] = p.peak / 1e6;
+    }
+    fsdp_status f = fsdp_fan_close(&fan);
+    return s != FSDP_OK ? s : f;
+}
+
+/* The subdivisions the budget table tries: the cfg's times each power of
+ * two that divides its batch. */
+static int candidates(int batch, int sub0, int *sub, int cap)
+{
+    int n = 0;
+    for (int s = sub0; s >= 1 && s <= batch && n < cap; s *= 2) {
+        if (batch % s == 0) sub[n++] = s;
+        if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
+    }
+    return n;
+}
+
+/* Each candidate's peaks at every world, without and with recompute=1:
+ * mb[(rc * nsub + k) * nworlds + i]. */
+static fsdp_status budget_peaks(const char *cfg, const int *sub, int nsub, const fsdp_worlds *ws, size_t fixed,
+                                dn_hooks *hooks, double *mb)
+{
+    for (int rc = 0; rc <= 1; ++rc)
+        for (int k = 0; k < nsub; ++k) {
+            char path[4096];
+            FSDP_TRY(with_settings(cfg, sub[k], rc, path, sizeof path));
+            fsdp_status st = peaks_at(path, ws, fixed, hooks, mb + ((size_t)rc * nsub + k) * ws->n);
+            remove(path);
+            FSDP_TRY(st);
+        }
+    return FSDP_OK;
+}
+
 /* The budget table (fsdp_planner.h). */
-static fsdp_status fit_budget(const char *cfg, int batch, int sub0, long max_world, const char *budget, size_t fixed,
-                              dn_hooks *hooks, FILE *out)
+static fsdp_status fit_budget(const char *cfg, int batch, int sub0, const fsdp_worlds *ws, const char *budget,
+                              size_t fixed, dn_hooks *hooks, FILE *out)
 {
     char *end = NULL;
     double mb = strtod(budget, &end);
     if (!*budget || *end || !(mb > 0))
         return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-budget %s: expected megabytes per rank, more than 0", budget);
-    fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks, without and "
-            "with recompute=1 in [net], the fewest subdivisions (the cfg's batch=%d per rank kept: more subdivisions, "
-            "fewer images per forward):\n\n"
-            "| ranks | recompute | subdivisions | images per forward | predicted peak per rank (MB) |\n"
-            "|---|---|---|---|---|\n", budget, batch);
-    for (long w = 1; w <= max_world; ++w)
+    int sub[32], nsub = candidates(batch, sub0, sub, 32);
+    double *peaks = calloc((size_t)(2 * nsub + 1) * (size_t)ws->n, sizeof *peaks);
+    if (!peaks) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = budget_peaks(cfg, sub, nsub, ws, fixed, hooks, peaks);
+    if (s == FSDP_OK)
+        fprintf(out, "\nSettings that fit %s MB per rank under shard=full: for each number of ranks, without and "
+                "with recompute=1 in [net], the fewest subdivisions (the cfg's batch=%d per rank kept: more "
+                "subdivisions, fewer images per forward):\n\n"
+                "| ranks | recompute | subdivisions | images per forward | predicted peak per rank (MB) |\n"
+                "|---|---|---|---|---|\n", budget, batch);
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i)
         for (int rc = 0; rc <= 1; ++rc) {
-            double least = 0;
-            int fit = 0, last = sub0;
-            for (int s = sub0; s <= batch && !fit; s *= 2) {
-                if (batch % s) continue;
-                char path[4096];
-                fsdp_mem_prediction p;
-                FSDP_TRY(with_settings(cfg, s, rc, path, sizeof path));
-                cfg_seen seen;
-                fsdp_status st = predict(path, (int)w, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, NULL);
-                remove(path);
-                FSDP_TRY(st);
-                least = p.peak / 1e6;
-                last = s;
-                if (least <= mb) {
-                    fprintf(out, "| %ld | %d | %d | %d | %.1f |\n", w, rc, s, batch / s, least);
-                    fit = 1;
-                }
-                if (s > batch / 2) break;   /* s *= 2 would overflow past batch */
-            }
-            if (!fit)
-                fprintf(out, "| %ld | %d | none fits | at %d subdivisions, %d | %.1f |\n", w, rc, last, batch / last,
-                        least);
+            const double *p = peaks + (size_t)rc * nsub * ws->n + i;
+            char ranks[32];
+            fsdp_worlds_label(ws, i, ranks, sizeof ranks);
+            int k = 0;
+            while (k < nsub && p[(size_t)k * ws->n] > mb) ++k;
+            if (k < nsub)
+                fprintf(out, "| %s | %d | %d | %d | %.1f |\n", ranks, rc, sub[k], batch / sub[k],
+                        p[(size_t)k * ws->n]);
+            else
+                fprintf(out, "| %s | %d | none fits | at %d subdivisions, %d | %.1f |\n", ranks, rc,
+                        nsub ? sub[nsub - 1] : sub0, batch / (nsub ? sub[nsub - 1] : sub0),
+                        nsub ? p[(size_t)(nsub - 1) * ws->n] : 0.0);
         }
-    return FSDP_OK;
+    free(peaks);
+    return s;
 }
 
 /* One cell of the table: the peak, and in brackets its model state and step buffers. */
@@ -259,73 +421,125 @@ static void print_cell(FILE *out, const fsdp_mem_prediction *p)
     fprintf(out, " %.1f (%.1f + %s%.1f%s) |", p->peak / 1e6, p->model_state / 1e6, node, p->step_buffers / 1e6, pss);
 }
 
-fsdp_status fsdp_planner_run(const char *cfg, const char *max_world, const char *budget, dn_hooks *hooks, FILE *out)
+/* One row of the table: rank 0's prediction at world w under each
+ * strategy, from the build at one rank (first, under full) or from the
+ * fan's builds. */
+static fsdp_status table_row(const fsdp_worlds *ws, int i, const fsdp_mem_prediction *first, const fsdp_fan *fan,
+                             int at[AT_KINDS][3], FILE *out, double *full)
 {
-    char *end = NULL;
-    long n = max_world ? strtol(max_world, &end, 10) : 0;
-    if (!max_world || !*max_world || *end || n < 1 || n > 4096)
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: expected a number of ranks from 1 to 4096",
-                         max_world ? max_world : "");
+    char ranks[32];
+    fsdp_worlds_label(ws, i, ranks, sizeof ranks);
+    fprintf(out, "| %s |", ranks);
+    int kind = kind_of(ws, i);
+    for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
+        fsdp_mem_prediction p = *first;
+        if (kind != AT_ONE || s != FSDP_SHARD_FULL) FSDP_TRY(fsdp_fan_read(fan, at[kind][s], &p, sizeof p));
+        if (s == FSDP_SHARD_FULL) *full = p.peak / 1e6;
+        print_cell(out, &p);
+    }
+    fprintf(out, "\n");
+    fflush(out);   /* each row as it is computed */
+    return FSDP_OK;
+}
+
+/* The groups table the fan's build at two ranks under full wrote last. */
+static fsdp_status groups_from(const fsdp_fan *fan, int k, FILE *out)
+{
+    size_t len;
+    FSDP_TRY(fsdp_fan_read(fan, k, &len, sizeof len));
+    char *text = malloc(len + 1);
+    if (!text) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
+    fsdp_status s = fsdp_fan_read(fan, k, text, len);
+    if (s == FSDP_OK) fwrite(text, 1, len, out);
+    free(text);
+    return s;
+}
+
+/* The table's rows, then the groups table at the most ranks under full
+ * (the same groups at every world past one). */
+static fsdp_status table(const char *cfg, const fsdp_worlds *ws, const fsdp_mem_prediction *first, size_t fixed,
+                         dn_hooks *hooks, FILE *out, double *full)
+{
+    serving v = { ws, NULL, fixed, 0 };
+    int kind[FSDP_FAN_MAX], at[AT_KINDS][3];
+    fsdp_fan fan;
+    fsdp_status s = fan_for(cfg, ws, FSDP_SHARD_NONE + 1, FSDP_SHARD_FULL, &v, kind, at, hooks, &fan);
+    for (int i = 0; i < ws->n && s == FSDP_OK; ++i) s = table_row(ws, i, first, &fan, at, out, full);
+    cfg_seen seen;
+    fsdp_mem_prediction p;
+    if (s == FSDP_OK && v.groups >= 0) s = groups_from(&fan, v.groups, out);
+    else if (s == FSDP_OK) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &p, &seen, out);
+    fsdp_status f = fsdp_fan_close(&fan);
+    return s != FSDP_OK ? s : f;
+}
+
+fsdp_status fsdp_planner_run(const char *cfg, const char *worlds, const char *budget, dn_hooks *hooks, FILE *out)
+{
+    fsdp_worlds ws;
+    FSDP_TRY(fsdp_worlds_parse(worlds, &ws));
+    fsdp_status s = FSDP_OK;
     if (!cfg || access(cfg, R_OK) != 0)
-        return fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: give the cfg to plan: darknet -plugin PLUGIN "
-                         "-fsdp-plan N CFG", max_world);
-    FSDP_TRY(fsdp_memplan_warm_up(NULL));
+        s = fsdp_fail(FSDP_ERR_CONFIG, "-fsdp-plan %s: give the cfg to plan: darknet -plugin PLUGIN "
+                      "-fsdp-plan WORLDS CFG", worlds);
+    if (s == FSDP_OK) s = fsdp_memplan_warm_up(NULL);
     size_t fixed = fsdp_memplan_resident();
     /* A cfg the plugin refuses says why before any table starts. */
     cfg_seen seen = { 1, 1, 0 };
     fsdp_mem_prediction first;
-    FSDP_TRY(predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &first, &seen, NULL));
-    fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
-            "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n", cfg);
-    double full = 0;
-    /* The groups table comes from the build at N ranks under full, printed
-     * after the table. */
-    char *groups = NULL;
-    size_t groups_len = 0;
-    FILE *g = open_memstream(&groups, &groups_len);
-    if (!g) return fsdp_fail(FSDP_ERR_NOMEM, "out of memory");
-    for (long w = 1; w <= n; ++w) {
-        fprintf(out, "| %ld |", w);
-        for (int s = FSDP_SHARD_FULL; s <= FSDP_SHARD_NONE; ++s) {
-            fsdp_mem_prediction p = first;
-            int last = w == n && s == FSDP_SHARD_FULL;
-            /* One rank under full was the check's build (unless its groups table is wanted). */
-            fsdp_status st = w == 1 && s == FSDP_SHARD_FULL && !last
-                             ? FSDP_OK : predict(cfg, (int)w, (fsdp_strategy)s, fixed, hooks, &p, &seen, last ? g : NULL);
-            if (st != FSDP_OK) {
-                fclose(g);
-                free(groups);
-                return st;
-            }
-            if (s == FSDP_SHARD_FULL) full = p.peak / 1e6;
-            print_cell(out, &p);
-        }
-        fprintf(out, "\n");
-    }
-    fclose(g);
-    fputs(groups, out);
-    free(groups);
+    double flipped = 0, as_is = 0;
+    if (s == FSDP_OK) s = predict(cfg, 1, FSDP_SHARD_FULL, fixed, hooks, &first, &seen, NULL);
+    if (s == FSDP_OK)
+        fprintf(out, "Predicted peak memory per rank for %s, MB (model state + step buffers in brackets; "
+                "fixed cost measured here, without MPI):\n\n| ranks | full | grad_op | none |\n|---|---|---|---|\n",
+                cfg);
+    if (s == FSDP_OK) s = table(cfg, &ws, &first, fixed, hooks, out, &as_is);
     /* What recompute=1 in [net] changes at the most ranks. */
-    fsdp_mem_prediction p;
+    int most = ws.n ? ws.world[ws.n - 1] : 1, on = ws.n ? ws.machines[ws.n - 1] : 1;
+    fsdp_worlds one = { 1, &most, &on };
+    char most_label[32] = "1";
+    if (ws.n) fsdp_worlds_label(&ws, ws.n - 1, most_label, sizeof most_label);
     char path[4096];
-    FSDP_TRY(with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path));
-    cfg_seen other;
-    fsdp_status st = predict(path, (int)n, FSDP_SHARD_FULL, fixed, hooks, &p, &other, NULL);
-    remove(path);
-    FSDP_TRY(st);
-    fprintf(out, "\n%s recompute=1 in [net], %ld ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
-            seen.recompute ? "Without" : "With", n, p.peak / 1e6, full);
-    return budget ? fit_budget(cfg, seen.batch, seen.subdivisions, n, budget, fixed, hooks, out) : FSDP_OK;
+    if (s == FSDP_OK) s = with_settings(cfg, seen.subdivisions, !seen.recompute, path, sizeof path);
+    if (s == FSDP_OK) {
+        s = peaks_at(path, &one, fixed, hooks, &flipped);
+        remove(path);
+    }
+    if (s == FSDP_OK)
+        fprintf(out, "\n%s recompute=1 in [net], %s ranks under shard=full need %.1f MB each (%.1f as the cfg is).\n",
+                seen.recompute ? "Without" : "With", most_label, flipped, as_is);
+    if (s == FSDP_OK && budget) s = fit_budget(cfg, seen.batch, seen.subdivisions, &ws, budget, fixed, hooks, out);
+    fsdp_worlds_free(&ws);
+    return s;
 }
 
-fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int world, dn_hooks *hooks, fsdp_mem_prediction *mem,
-                               fsdp_plan_step *step)
+fsdp_status fsdp_planner_build(const char *cfg, const char *keys, int machines, int ranks, dn_hooks *hooks,
+                               fsdp_mem_prediction *mem, fsdp_plan_step *step)
 {
     char path[4096];
     FSDP_TRY(fsdp_memplan_warm_up(NULL));
     FSDP_TRY(with_keys(cfg, keys, path, sizeof path));
     cfg_seen seen;
-    fsdp_status s = predict_bytes(path, world, FSDP_SHARD_FULL, fsdp_memplan_resident(), hooks, mem, &seen, NULL, step);
+    size_t fixed = fsdp_memplan_resident();
+    int world = machines * ranks;
+    /* The byte theory counts what a rank sends whatever machine it is on;
+     * the memory is the machines' own (node memory per machine). */
+    fsdp_status s = predict_bytes(path, world, 1, FSDP_SHARD_FULL, fixed, hooks, mem, &seen, NULL, step);
+    if (s == FSDP_OK && machines > 1)
+        s = predict_bytes(path, world, machines, FSDP_SHARD_FULL, fixed, hooks, mem, &seen, NULL, NULL);
     remove(path);
     return s;
+}
+
+fsdp_status fsdp_planner_predict(const char *cfg, const char *keys, fsdp_strategy strategy, int built_at,
+                                 int built_on, int world, int machines, dn_hooks *hooks, fsdp_mem_prediction *out)
+{
+    char path[4096];
+    FSDP_TRY(with_keys(cfg, keys, path, sizeof path));
+    plan_build b;
+    fsdp_status s = build_open(path, built_at, built_on, strategy, hooks, &b, NULL);
+    remove(path);
+    FSDP_TRY(s);
+    s = build_predict(&b, 0, world, machines, out);
+    fsdp_status f = build_close(&b, hooks);
+    return s != FSDP_OK ? s : f;
 }

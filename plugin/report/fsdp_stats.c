@@ -82,6 +82,15 @@ static void write_pcache(FILE *f, const fsdp_pcache *pc)
     fputs("},\n", f);
 }
 
+/* Each rank's predicted peak, with its own fixed cost. */
+static void write_predicted_each(FILE *f, const fsdp_stats_sources *src, int world)
+{
+    fprintf(f, " \"predicted_peak_per_rank\": [");
+    for (int r = 0; src->predicted_each && r < world; ++r)
+        fprintf(f, "%s%llu", r ? ", " : "", (unsigned long long)src->predicted_each[r]);
+    fprintf(f, "],\n");
+}
+
 /* The totals after the groups: bytes, batch norm's checks, the machines,
  * set-up time and memory, measured and predicted. */
 static void write_totals(FILE *f, const fsdp_stats_sources *src)
@@ -102,8 +111,9 @@ static void write_totals(FILE *f, const fsdp_stats_sources *src)
     write_hosts(f, src);
     if (src->straggle) fsdp_straggle_write_stats(f, src->straggle);
     if (src->pcache) write_pcache(f, src->pcache);
-    fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"predicted_pss_bytes\": %zu,\n",
-            src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, p->pss);
+    write_predicted_each(f, src, fsdp_engine_ctl(e)->world);
+    fprintf(f, " \"setup_cpu_seconds\": {\"min\": %.3f, \"max\": %.3f}, \"peak_pss_bytes\": %zu, \"mean_pss_bytes\": %zu, "
+            "\"predicted_pss_bytes\": %zu,\n", src->setup_cpu_s[0], src->setup_cpu_s[1], src->peak_pss, src->mean_pss, p->pss);
     fprintf(f, " \"model_state_bytes\": %zu, \"node_shared_bytes\": %zu, \"peak_rss_bytes\": %llu, \"page_faults_per_step\": %.1f,\n"
             " \"step_buffers_bytes\": %zu, \"predicted_peak_bytes\": %zu,\n"
             " \"transient_outputs\": %d, \"activation_buffers_bytes\": %zu, \"pooled_deltas\": %d, \"delta_buffers_bytes\": %zu,\n"

@@ -20,6 +20,8 @@ typedef struct fsdp_stats_sources {
     double setup_cpu_s[2];                  /* CPU seconds before the first step: least and most of any rank */
     const fsdp_straggle *straggle;          /* each rank's compute seconds; NULL: none */
     const fsdp_pcache *pcache;              /* the probe cache (fsdp_pcache.h); NULL: none */
+    size_t mean_pss;                        /* the largest mean over the ranks of their PSS at the end of a step */
+    const uint64_t *predicted_each;         /* each rank's predicted peak, world of them; NULL: none ran a step */
 } fsdp_stats_sources;
 
 /* Writes the file (rank 0), whole or not at all. */

@@ -92,7 +92,7 @@ static fsdp_status step(fsdp_session *ses, network *net, float *loss)
     fsdp_engine *e = ses->engine;
     FSDP_TRY(fsdp_on_train_step(e, net, loss));
     if (net != fsdp_engine_net(e)) return FSDP_OK;
-    FSDP_TRY(fsdp_meter_step(&ses->meter, e));
+    FSDP_TRY(fsdp_meter_step(&ses->meter, e, ses->predicted.peak));
     FSDP_TRY(fsdp_longrun_step(&ses->longrun, net));
     FSDP_TRY(fsdp_observe_step(&ses->observe, net));
     if (fsdp_engine_ctl(e)->rank != 0) return FSDP_OK;
