@@ -18,7 +18,7 @@ typedef struct fsdp_flags {
     const char *stats;     /* -fsdp-stats FILE */
     const char *log;       /* -fsdp-log FILE */
     int log_events;        /* -fsdp-log-events */
-    const char *backend;   /* -fsdp-backend mpi|nccl */
+    const char *backend;   /* -fsdp-backend mpi|mpi-staged|nccl */
     const char *timeout;   /* -fsdp-timeout SECONDS (fsdp_watch.h) */
     const char *plan;      /* -fsdp-plan WORLDS (fsdp_worlds.h) */
     const char *budget;    /* -fsdp-budget MB, with -fsdp-plan */
