@@ -12,7 +12,7 @@ D=$WORK/data
 make_data "$D" --classes 3 --per-class 4
 out=$(cd "$D" && "$G/darknet" -plugin "$PLUGIN" classifier train "$D/data.data" "$S/cfg/tests/plain.cfg" 2>&1) && rc=0 || rc=$?
 check "the CPU plugin in the GPU darknet: exit 3 (got $rc)" [ "$rc" = 3 ]
-check "with a message naming what differs" grep -q "built for a different Darknet (plugin API 2/2, sizeof(layer) [0-9]*/[0-9]*, sizeof(network) [0-9]*/[0-9]*, sizeof(load_args) [0-9]*/[0-9]*, sizeof(dn_hooks) [0-9]*/[0-9]*, GPU 0/1" <<< "$out"
+check "with a message naming what differs" grep -q "built for a different Darknet (plugin API 3/3, sizeof(layer) [0-9]*/[0-9]*, sizeof(network) [0-9]*/[0-9]*, sizeof(load_args) [0-9]*/[0-9]*, sizeof(dn_hooks) [0-9]*/[0-9]*, GPU 0/1" <<< "$out"
 check "before any weights are written" [ ! -e "$D/backup/plain.weights" ]
 out=$(cd "$D" && "$DN" -plugin "$G/libdarknet_fsdp.so" classifier train "$D/data.data" "$S/cfg/tests/plain.cfg" 2>&1) && rc=0 || rc=$?
 check "the GPU plugin in the CPU darknet: refused at load (exit $rc)" [ "$rc" = 2 ]
