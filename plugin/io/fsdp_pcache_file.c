@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "fsdp_nofollow.h"
 #include "fsdp_pcache_file.h"
 
 static const char magic[8] = { 'D', 'N', 'P', 'C', 'A', 'C', 'H', 'E' };
@@ -164,10 +165,11 @@ fsdp_status fsdp_pcache_manifest_read(const char *dir, fsdp_pcache_manifest *m, 
     char p[4096];
     snprintf(p, sizeof p, "%s/MANIFEST", dir);
     memset(m, 0, sizeof *m);
-    int fd = open(p, O_RDONLY | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
-        snprintf(why, n, "%s: %s", p, fd < 0 ? strerror(errno) : "not a regular file of at most 1 MB");
+    uint64_t size = 0;
+    const char *no = NULL;
+    int fd = fsdp_open_regular(AT_FDCWD, p, &size, &no);
+    if (fd < 0 || size > (1 << 20)) {
+        snprintf(why, n, "%s: %s", p, fd < 0 ? no : "not a regular file of at most 1 MB");
         if (fd >= 0) close(fd);
         return FSDP_ERR_IO;
     }
@@ -205,13 +207,15 @@ static const char *open_part(fsdp_pcache_parts *p, const char *dir, const fsdp_p
     char path[4096];
     part_path(path, sizeof path, dir, i, m->nparts);
     uint64_t want = fsdp_pcache_part_bytes(m->count[i], m->floats);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0) return "a part is missing";
+    uint64_t size = 0;
+    const char *no = NULL;
+    errno = 0;
+    int fd = fsdp_open_regular(AT_FDCWD, path, &size, &no);
+    /* errno is left 0 where the name exists but is no regular file. */
+    if (fd < 0) return errno ? "a part is missing" : "a part's size is not the manifest's";
     p->fd[i] = fd;
     p->bytes[i] = want;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want)
-        return "a part's size is not the manifest's";
+    if (size != want) return "a part's size is not the manifest's";
     unsigned char h[FSDP_PCACHE_HEADER], got[FSDP_PCACHE_HEADER];
     header(h, m, i);
     if (pread(fd, got, sizeof got, 0) != (ssize_t)sizeof got || memcmp(h, got, sizeof h))
