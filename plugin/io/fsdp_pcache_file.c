@@ -37,10 +37,8 @@ fsdp_status fsdp_pcache_part_open(fsdp_pcache_writer *w, const char *dir, int pa
 {
     part_path(w->path, sizeof w->path, dir, part, nparts);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", w->path, (long)getpid());
-    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-    w->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    w->f = fsdp_create_nofollow(w->tmp);
     if (!w->f) {
-        if (fd >= 0) close(fd);
         return fsdp_fail(FSDP_ERR_IO, "%s: cannot write the probe cache: %s", w->tmp, strerror(errno));
     }
     unsigned char h[FSDP_PCACHE_HEADER];
@@ -101,10 +99,8 @@ fsdp_status fsdp_pcache_manifest_write(const char *dir, const fsdp_pcache_manife
     char p[4096], tmp[4200];
     snprintf(p, sizeof p, "%s/MANIFEST", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    FILE *f = fsdp_create_nofollow(tmp);
     if (!f) {
-        if (fd >= 0) close(fd);
         return fsdp_fail(FSDP_ERR_IO, "%s: cannot write the probe cache's manifest: %s", tmp, strerror(errno));
     }
     const fsdp_pcache_key *k = &m->key;
